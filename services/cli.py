@@ -1,0 +1,129 @@
+"""The ``plaudit`` command: serve, migrate the database, run job workers.
+
+Heavy imports happen inside commands, so ``plaudit --version`` works on a client-only install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+import services
+
+#: SERVICE argument of ``plaudit serve`` -> app factory for ``uvicorn --factory``.
+APPS = {
+    "all": "services.gateway.app:create_app",
+    "ordinal": "services.ordinal.app:create_app",
+    "diversity": "services.diversity.app:create_app",
+}
+
+app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
+db_app = typer.Typer(help="Database migrations (Alembic).")
+app.add_typer(db_app, name="db")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"plaudit {services.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print version.")
+    ] = False,
+) -> None:
+    """Plaudit: reward and judge services for RL post-training."""
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    try:
+        from services.core.settings import get_settings
+    except ImportError as exc:  # the client-only install
+        typer.echo(f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'")
+        raise typer.Exit(2) from exc
+    return get_settings()
+
+
+@app.command()
+def serve(
+    service: Annotated[str, typer.Argument(help=f"one of: {', '.join(APPS)}")] = "all",
+    host: Annotated[str | None, typer.Option(help="bind address (default PLAUDIT_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default PLAUDIT_PORT)")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes")] = 1,
+) -> None:
+    """Serve one service, or every service in one process (``all``, the default)."""
+    if service not in APPS:
+        typer.echo(f"error: unknown service {service!r}; choose one of: {', '.join(APPS)}", err=True)
+        raise typer.Exit(2)
+    settings = _settings()
+    bind_host = host or settings.host
+    bind_port = port or settings.port
+    from services.core.auth import check_bind_allowed
+    from services.core.context import configure_logging
+    from services.core.errors import InvalidInput
+
+    try:
+        check_bind_allowed(settings, bind_host)
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(settings.log_level)
+    import uvicorn
+
+    typer.echo(f"plaudit {services.__version__}: serving {service} on http://{bind_host}:{bind_port}")
+    uvicorn.run(
+        APPS[service],
+        factory=True,
+        host=bind_host,
+        port=bind_port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+        log_config=None,
+    )
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="target revision")] = "head",
+) -> None:
+    """Migrate the configured database (PLAUDIT_DATABASE_URL, else the embedded SQLite file)."""
+    from services.core import db
+
+    url = _settings().resolved_database_url
+    db.upgrade(url, revision)
+    typer.echo(f"database at {revision}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, e.g. base")]) -> None:
+    """Step the configured database back to ``revision``."""
+    from services.core import db
+
+    db.downgrade(_settings().resolved_database_url, revision)
+    typer.echo(f"database at {revision}")
+
+
+@app.command()
+def worker(
+    burst: Annotated[bool, typer.Option(help="exit when the queue is empty")] = False,
+) -> None:
+    """Run queued jobs from Redis (PLAUDIT_REDIS_URL must be set)."""
+    settings = _settings()
+    if not settings.redis_url:
+        typer.echo("error: plaudit worker needs PLAUDIT_REDIS_URL (the embedded default runs "
+                   "jobs in the serving process)", err=True)
+        raise typer.Exit(2)
+    from services.core.context import configure_logging
+    from services.core.jobs import make_worker
+    from services.gateway.jobs import job_registry
+
+    configure_logging(settings.log_level)
+    asyncio.run(make_worker(job_registry(), settings.redis_url, burst=burst).async_run())
+
+
+def main() -> None:
+    app()

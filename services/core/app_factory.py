@@ -1,0 +1,81 @@
+"""Build a FastAPI app from service components; heavy objects are built in the lifespan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+import services
+from services.core import health
+from services.core.cache import Cache
+from services.core.components import Component
+from services.core.embedder import Embedder
+from services.core.envelope import install_error_handlers
+from services.core.jobs import JobRegistry
+from services.core.metrics import Metrics
+from services.core.middleware import RequestContextMiddleware
+from services.core.resources import open_resources
+from services.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_app(
+    components: Sequence[Component],
+    settings: Settings | None = None,
+    *,
+    title: str = "Plaudit",
+    embedder: Embedder | None = None,
+    cache: Cache | None = None,
+    job_registry: JobRegistry | None = None,
+) -> FastAPI:
+    """An app serving ``components`` plus health, metrics and run audit routes.
+
+    Collaborators passed here (an embedder, a cache) replace the ones built from settings.
+    """
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        active = settings or Settings()
+        app.state.settings = active
+        resources = await open_resources(
+            active,
+            metrics,
+            needs_embedder=any(c.needs_embedder for c in components),
+            embedder=embedder,
+            cache=cache,
+            job_registry=job_registry,
+        )
+        app.state.services = {c.name: c.build(resources) for c in components}
+        app.state.resources = resources
+        try:
+            yield
+        finally:
+            app.state.resources = None
+            await resources.aclose()
+
+    app = FastAPI(
+        title=title,
+        version=services.__version__,
+        lifespan=lifespan,
+        description="Reward-model and judge services for RL post-training.",
+    )
+    app.state.metrics = metrics
+    app.state.settings = settings or _deferred_settings()
+    app.state.resources = None
+    install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware, metrics=metrics)
+    app.include_router(health.router)
+    for component in components:
+        app.include_router(component.router)
+    return app
+
+
+def _deferred_settings() -> Any:
+    """Until the lifespan reads the environment, auth sees no keys configured."""
+    return Settings.model_construct(api_keys={})

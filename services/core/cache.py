@@ -1,0 +1,93 @@
+"""A small key-value cache: Redis when configured, an in-process LRU in the embedded default."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Protocol
+
+import redis.asyncio as aioredis
+
+
+class Cache(Protocol):
+    """Bytes in, bytes out, with an optional time to live in seconds."""
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+    async def ping(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryCache:
+    """In-process LRU with per-entry expiry; the embedded stand-in for Redis."""
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self._max = max_entries
+        self._data: OrderedDict[str, tuple[bytes, float | None]] = OrderedDict()
+
+    async def get(self, key: str) -> bytes | None:
+        entry = self._data.get(key)
+        if entry is None:
+            return None
+        value, expires = entry
+        if expires is not None and expires < time.monotonic():
+            del self._data[key]
+            return None
+        self._data.move_to_end(key)
+        return value
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        expires = time.monotonic() + ttl if ttl else None
+        self._data[key] = (value, expires)
+        self._data.move_to_end(key)
+        while len(self._data) > self._max:
+            self._data.popitem(last=False)
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self._data.clear()
+
+
+class RedisCache:
+    """Redis-backed cache shared by every Plaudit process; keys live under a prefix."""
+
+    def __init__(self, url: str, prefix: str = "plaudit:cache:") -> None:
+        self._redis = aioredis.from_url(url)
+        self._prefix = prefix
+
+    async def get(self, key: str) -> bytes | None:
+        value = await self._redis.get(self._prefix + key)
+        return bytes(value) if value is not None else None
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        if ttl:
+            await self._redis.set(self._prefix + key, value, px=int(ttl * 1000))
+        else:
+            await self._redis.set(self._prefix + key, value)
+
+    async def delete(self, key: str) -> None:
+        await self._redis.delete(self._prefix + key)
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._redis.ping())
+        except Exception:
+            return False
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+def make_cache(redis_url: str | None) -> Cache:
+    """Redis when a URL is configured, else the in-process LRU."""
+    return RedisCache(redis_url) if redis_url else MemoryCache()

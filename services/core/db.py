@@ -1,0 +1,66 @@
+"""SQLAlchemy 2.0 async engine, sessions and Alembic migrations (SQLite and Postgres)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+import migrations
+
+
+def make_engine(url: str) -> AsyncEngine:
+    """An async engine; SQLite gets a created parent folder and foreign keys on."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    return create_async_engine(url, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def ping(engine: AsyncEngine) -> bool:
+    """True when the database answers a trivial query."""
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def alembic_config(url: str) -> Config:
+    """An Alembic config pointing at the packaged ``migrations`` folder."""
+    folder = Path(migrations.__file__).parent
+    cfg = Config()
+    cfg.set_main_option("script_location", str(folder))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database to ``revision`` (blocking; run it off the event loop)."""
+    _ensure_sqlite_dir(url)
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    command.downgrade(alembic_config(url), revision)
+
+
+async def upgrade_async(url: str) -> None:
+    """Run the migrations from async code: Alembic's async env needs its own loop."""
+    await asyncio.to_thread(upgrade, url)
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

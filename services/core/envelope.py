@@ -1,0 +1,115 @@
+"""The one error envelope, and the handlers that produce it for every non-2xx answer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.core.context import REQUEST_ID_HEADER, request_id_var
+from services.core.errors import PlauditError
+
+log = logging.getLogger(__name__)
+
+_HTTP_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "overloaded",
+}
+
+
+def error_body(
+    error_type: str, message: str, param: str | None = None, request_id: str | None = None
+) -> dict[str, Any]:
+    """Build ``{"error": {...}}``."""
+    rid = request_id or request_id_var.get()
+    return {"error": {"type": error_type, "message": message, "param": param, "request_id": rid}}
+
+
+def error_response(
+    status: int,
+    error_type: str,
+    message: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = error_body(error_type, message, param)
+    all_headers = dict(headers or {})
+    if body["error"]["request_id"]:
+        all_headers[REQUEST_ID_HEADER] = body["error"]["request_id"]
+    return JSONResponse(body, status_code=status, headers=all_headers)
+
+
+def format_loc(loc: Sequence[int | str]) -> str | None:
+    """``("body", "groups", 0, "scores")`` -> ``"groups[0].scores"``."""
+    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part:
+            # pydantic tags validator steps such as "function-after[...]": not a field name.
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out or None
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request", None
+    first = errors[0]
+    param = format_loc(first.get("loc", ()))
+    msg = str(first.get("msg", "invalid value"))
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    text = f"{param}: {msg}" if param else msg
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem(s))"
+    return text, param
+
+
+async def _on_plaudit_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PlauditError)
+    _count(request, exc.error_type)
+    return error_response(exc.status_code, exc.error_type, exc.message, exc.param, exc.headers)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    _count(request, "invalid_request")
+    message, param = _validation_message(exc)
+    return error_response(422, "invalid_request", message, param)
+
+
+async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    error_type = _HTTP_TYPES.get(exc.status_code, "http_error")
+    _count(request, error_type)
+    headers = dict(exc.headers or {})
+    return error_response(exc.status_code, error_type, str(exc.detail), None, headers)
+
+
+def _count(request: Request, error_type: str) -> None:
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.errors.labels(error_type).inc()
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error through the envelope (unexpected ones are caught by the middleware)."""
+    app.add_exception_handler(PlauditError, _on_plaudit_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)

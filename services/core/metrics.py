@@ -1,0 +1,46 @@
+"""Prometheus metrics, one registry per app so several apps can live in one process (tests)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class Metrics:
+    """Request latency per route and the size of every model batch."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.request_latency = Histogram(
+            "plaudit_request_latency_seconds",
+            "HTTP request latency by route template",
+            ["method", "route", "status"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.model_batch_size = Histogram(
+            "plaudit_model_batch_size",
+            "Items per model call after micro-batching",
+            ["model"],
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.model_batch_requests = Histogram(
+            "plaudit_model_batch_requests",
+            "Requests merged into one model call",
+            ["model"],
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "plaudit_errors_total",
+            "Error answers by type",
+            ["type"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,46 @@
+"""ORM tables. Every change here needs an Alembic migration in ``migrations/versions``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Index, Integer, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ScoredGroup(Base):
+    """One scored rollout group, kept so a run can be audited later."""
+
+    __tablename__ = "scored_groups"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    service: Mapped[str] = mapped_column(String(40), nullable=False)
+    group_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_scored_groups_run_step", "run_id", "step"),)
+
+
+class IdempotencyRecord(Base):
+    """The answer to a request sent with an Idempotency-Key, replayed on a retry."""
+
+    __tablename__ = "idempotency_records"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(200), nullable=False)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,95 @@
+"""The shared collaborators of a Plaudit process, built in the app's lifespan.
+
+Tests pass ready-made collaborators (an embedder, a cache) as keyword arguments; anything not
+passed is built from settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from services.core import db
+from services.core.cache import Cache, make_cache
+from services.core.embedder import BatchedEmbedder, Embedder
+from services.core.jobs import JobQueue, JobRegistry, make_job_queue
+from services.core.metrics import Metrics
+from services.core.records import IdempotencyStore, ScoredGroupRepository
+from services.core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    metrics: Metrics
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    cache: Cache
+    jobs: JobQueue
+    job_registry: JobRegistry
+    scored_groups: ScoredGroupRepository
+    idempotency: IdempotencyStore
+    embedder: BatchedEmbedder | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    async def readiness(self) -> dict[str, bool]:
+        """Each check that /health/ready reports."""
+        checks = {"database": await db.ping(self.engine), "cache": await self.cache.ping()}
+        if self.embedder is not None:
+            checks["embedder"] = self.embedder.ready
+        return checks
+
+    async def aclose(self) -> None:
+        if self.embedder is not None:
+            await self.embedder.aclose()
+        await self.jobs.close()
+        await self.cache.close()
+        await self.engine.dispose()
+
+
+async def open_resources(
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    needs_embedder: bool,
+    embedder: Embedder | None = None,
+    cache: Cache | None = None,
+    job_registry: JobRegistry | None = None,
+) -> Resources:
+    """Connect to the database (migrating it when allowed), the cache and the job queue."""
+    url = settings.resolved_database_url
+    if settings.auto_migrate:
+        log.info("migrating %s", make_url(url).render_as_string(hide_password=True))
+        await db.upgrade_async(url)
+    engine = db.make_engine(url)
+    sessions = db.make_sessionmaker(engine)
+    registry = job_registry or JobRegistry()
+    resources = Resources(
+        settings=settings,
+        metrics=metrics,
+        engine=engine,
+        sessions=sessions,
+        cache=cache or make_cache(settings.redis_url),
+        jobs=await make_job_queue(registry, settings.redis_url),
+        job_registry=registry,
+        scored_groups=ScoredGroupRepository(sessions),
+        idempotency=IdempotencyStore(sessions),
+    )
+    if needs_embedder:
+        resources.embedder = BatchedEmbedder(
+            embedder,
+            model=settings.embedder_model,
+            device=settings.embedder_device,
+            batch_size=settings.embed_batch_size,
+            max_items=settings.batch_max_items,
+            max_wait=settings.batch_max_wait_ms / 1000,
+            metrics=metrics,
+        )
+        resources.embedder.start()
+    return resources

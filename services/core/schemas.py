@@ -1,0 +1,60 @@
+"""Wire types shared by every service (pydantic only: no FastAPI, no torch)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+class StrictModel(BaseModel):
+    """Request models forbid unknown fields, so a typo in a trainer config fails loudly."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class CompletionItem(StrictModel):
+    """One completion: a client id (optional) and its text."""
+
+    id: str | None = Field(default=None, max_length=200)
+    text: str
+
+
+def _coerce_completion(value: Any) -> Any:
+    return {"text": value} if isinstance(value, str) else value
+
+
+#: ``completions`` accept plain strings or ``{"id", "text"}`` objects everywhere in Plaudit.
+Completion = Annotated[CompletionItem, BeforeValidator(_coerce_completion)]
+
+
+def completion_ids(items: list[CompletionItem]) -> list[str]:
+    """Client ids, with ``c0, c1, ...`` for completions sent as plain strings."""
+    return [item.id if item.id is not None else f"c{i}" for i, item in enumerate(items)]
+
+
+class RunTag(StrictModel):
+    """Optional audit fields: when ``run_id`` is set, the scored group is stored for the run."""
+
+    run_id: str | None = Field(default=None, max_length=200)
+    step: int | None = Field(default=None, ge=0)
+
+
+ItemStatus = Literal["ok", "error", "timeout", "unparseable"]
+
+
+class ScoredGroupOut(BaseModel):
+    id: str
+    run_id: str
+    step: int | None
+    service: str
+    group_id: str | None
+    request_hash: str
+    result: dict[str, Any]
+    created_at: str
+
+
+class ScoredGroupPage(BaseModel):
+    run_id: str
+    groups: list[ScoredGroupOut]
+    next_offset: int | None

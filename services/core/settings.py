@@ -1,0 +1,108 @@
+"""Plaudit settings, read from the environment (prefix ``PLAUDIT_``) and an optional ``.env``.
+
+Nothing here is built at import: call :func:`get_settings` (or construct :class:`Settings`
+directly in tests) when a process starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Scope(StrEnum):
+    """What an API key may do: ``reward`` for trainers, ``admin`` for the admin API."""
+
+    reward = "reward"
+    admin = "admin"
+
+
+def default_data_dir() -> Path:
+    """The per-user data folder (``~/.local/share/plaudit`` on Linux)."""
+    return Path(platformdirs.user_data_dir("plaudit", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Every knob of a Plaudit process. Defaults give the embedded, zero-configuration setup."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PLAUDIT_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy async URL; default a SQLite file in data_dir"
+    )
+    redis_url: str | None = Field(
+        default=None, description="redis:// URL; default in-process cache and job runner"
+    )
+    auto_migrate: bool = Field(
+        default=True, description="run `plaudit db upgrade` at start-up (off in docker-compose)"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: dict[str, list[Scope]] = Field(
+        default_factory=dict,
+        description='JSON object of key -> scopes, e.g. {"k1": ["reward"], "k2": ["admin"]}',
+    )
+    log_level: str = "INFO"
+
+    embedder_model: str = Field(
+        default="bundled",
+        description="sentence-transformers directory, or 'bundled' for all-MiniLM-L6-v2",
+    )
+    embedder_device: str = "cpu"
+    embed_batch_size: int = Field(default=64, ge=1, description="texts per model forward pass")
+    batch_max_items: int = Field(default=512, ge=1, description="texts gathered per micro-batch")
+    batch_max_wait_ms: float = Field(
+        default=5.0, ge=0, description="how long a micro-batch waits for more requests"
+    )
+
+    max_groups_per_request: int = Field(default=10_000, ge=1)
+    max_group_size: int = Field(default=1024, ge=1)
+    diversity_max_completions: int = Field(default=64, ge=2)
+    diversity_max_groups: int = Field(default=256, ge=1)
+    max_text_chars: int = Field(default=100_000, ge=1)
+
+    @field_validator("log_level")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL in force: the configured one or the embedded SQLite file."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'plaudit.db'}"
+
+    @property
+    def models_dir(self) -> Path:
+        """Where converted model caches live."""
+        return self.data_dir / "models"
+
+    @property
+    def embedded(self) -> bool:
+        """True when no external Redis is configured (in-process cache and jobs)."""
+        return self.redis_url is None
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def get_settings() -> Settings:
+    """Read settings from the environment now (never cached at import)."""
+    return Settings()

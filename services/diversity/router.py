@@ -1,0 +1,59 @@
+"""HTTP routes of the diversity service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from services.core.auth import require_scope
+from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.settings import Scope
+from services.diversity.schemas import (
+    DiversityBatchRequest,
+    DiversityBatchResponse,
+    DiversityRequest,
+    DiversityResponse,
+)
+from services.diversity.service import DiversityService
+
+router = APIRouter(
+    prefix="/v1/diversity", tags=["diversity"], dependencies=[Depends(require_scope(Scope.reward))]
+)
+
+
+def _service(request: Request) -> DiversityService:
+    service: DiversityService = service_of(request, "diversity")
+    return service
+
+
+Service = Annotated[DiversityService, Depends(_service)]
+
+
+@router.post("/group")
+async def group(
+    body: DiversityRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> DiversityResponse:
+    """Diversity reward per completion of one group, and the group's statistics."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.score_group(body)).model_dump()
+
+    result = await resources.idempotency.run(key, "diversity.group", body.model_dump(), compute)
+    return DiversityResponse.model_validate(result)
+
+
+@router.post("/groups")
+async def groups(
+    body: DiversityBatchRequest,
+    service: Service,
+    resources: ResourcesDep,
+    key: IdempotencyKey = None,
+) -> DiversityBatchResponse:
+    """Several groups in one request, each scored within itself."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.score_groups(body)).model_dump()
+
+    result = await resources.idempotency.run(key, "diversity.groups", body.model_dump(), compute)
+    return DiversityBatchResponse.model_validate(result)

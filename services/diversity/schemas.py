@@ -1,0 +1,77 @@
+"""Wire models of the diversity service."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from services.core.schemas import Completion, ItemStatus, RunTag, StrictModel
+
+MetricName = Literal["centroid", "pairwise_cosine"]
+ScalingName = Literal["minmax", "none"]
+
+
+class DiversityOptions(StrictModel):
+    metric: MetricName = Field(
+        default="centroid", description="centroid distance (PPR-GDE) or mean pairwise cosine"
+    )
+    scaling: ScalingName = Field(
+        default="minmax", description="min-max within the group (PPR-GDE), or none (absolute)"
+    )
+    weight: float = Field(default=1.0, ge=0, le=100, description="lambda: reward = weight * div")
+    min_range: float = Field(
+        default=1e-6,
+        ge=0,
+        le=2,
+        description="minmax gives all zeros when the group's distance range is below this",
+    )
+
+
+class DiversityRequest(DiversityOptions, RunTag):
+    """Example: ``{"completions": ["a cat", "a dog", "stock prices"], "metric": "centroid"}``"""
+
+    id: str | None = Field(default=None, max_length=200, description="group id, echoed")
+    completions: list[Completion] = Field(min_length=2)
+
+
+class GroupCompletions(StrictModel):
+    id: str | None = Field(default=None, max_length=200)
+    completions: list[Completion] = Field(min_length=2)
+
+
+class DiversityBatchRequest(DiversityOptions, RunTag):
+    """Many groups in one request (each scored within itself)."""
+
+    groups: list[GroupCompletions] = Field(min_length=1)
+
+
+class CompletionDiversity(BaseModel):
+    id: str
+    reward: float
+    distance: float
+    status: ItemStatus = "ok"
+
+
+class GroupStats(BaseModel):
+    mean_pairwise_cosine_distance: float
+    distinct_1: float
+    distinct_2: float
+    distance_min: float
+    distance_max: float
+
+
+class DiversityResponse(BaseModel):
+    kind: Literal["rewards"] = "rewards"
+    id: str | None = None
+    metric: MetricName
+    scaling: ScalingName
+    embedder: str
+    rewards: list[float]
+    results: list[CompletionDiversity]
+    stats: GroupStats
+
+
+class DiversityBatchResponse(BaseModel):
+    kind: Literal["rewards"] = "rewards"
+    groups: list[DiversityResponse]

@@ -1,0 +1,22 @@
+"""The all-in-one app: every built service in one process (the embedded default)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.core.app_factory import build_app
+from services.core.components import Component
+from services.core.settings import Settings
+from services.diversity.app import component as diversity_component
+from services.ordinal.app import component as ordinal_component
+
+
+def components() -> list[Component]:
+    """Every service this build ships, in the order they appear in the docs."""
+    return [ordinal_component(), diversity_component()]
+
+
+def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+    return build_app(components(), settings, title="Plaudit", **collaborators)

@@ -1,0 +1,50 @@
+"""HTTP routes of the ordinal service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from services.core.auth import require_scope
+from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.settings import Scope
+from services.ordinal.schemas import (
+    AdvantagesRequest,
+    AdvantagesResponse,
+    DecomposeRequest,
+    DecomposeResponse,
+)
+from services.ordinal.service import OrdinalService
+
+router = APIRouter(
+    prefix="/v1/ordinal", tags=["ordinal"], dependencies=[Depends(require_scope(Scope.reward))]
+)
+
+
+def _service(request: Request) -> OrdinalService:
+    service: OrdinalService = service_of(request, "ordinal")
+    return service
+
+
+Service = Annotated[OrdinalService, Depends(_service)]
+
+
+@router.post("/advantages")
+async def advantages(
+    body: AdvantagesRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> AdvantagesResponse:
+    """Group advantages from discrete judge scores (ODRPO, GRPO, MaxRL, Dr.GRPO)."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.advantages(body)).model_dump()
+
+    payload = body.model_dump()
+    result = await resources.idempotency.run(key, "ordinal.advantages", payload, compute)
+    return AdvantagesResponse.model_validate(result)
+
+
+@router.post("/decompose")
+async def decompose(body: DecomposeRequest, service: Service) -> DecomposeResponse:
+    """Scores to the binary ladder b^k = [score >= k], k = 2..K, for inspection."""
+    return service.decompose(body)

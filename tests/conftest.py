@@ -1,0 +1,206 @@
+"""Shared fixtures: the embedded default and the real Postgres + Redis, side by side.
+
+Postgres and Redis come from PLAUDIT_TEST_DATABASE_URL / PLAUDIT_TEST_REDIS_URL (defaults: the
+local servers). When they are unreachable their tests skip, except under CI=true, where the
+whole run fails instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from services.core import db
+from services.core.embedder import Embedder, load_embedder
+from services.core.settings import Settings
+from services.gateway.app import create_app
+
+PG_URL = os.environ.get(
+    "PLAUDIT_TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/plaudit_test"
+)
+PG_MIGRATIONS_URL = os.environ.get(
+    "PLAUDIT_TEST_MIGRATIONS_DATABASE_URL",
+    "postgresql+asyncpg://postgres@127.0.0.1:5432/plaudit_test_migrations",
+)
+REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+TABLES = ("scored_groups", "idempotency_records")
+
+
+async def _create_databases() -> None:
+    """Create the test databases when missing (best effort; .ci/run creates them too)."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    for url in (PG_URL, PG_MIGRATIONS_URL):
+        parsed = make_url(url)
+        try:
+            conn = await asyncpg.connect(
+                host=parsed.host, port=parsed.port or 5432, user=parsed.username,
+                password=parsed.password, database="postgres",
+            )
+        except Exception:
+            return
+        try:
+            exists = await conn.fetchval(
+                "SELECT 1 FROM pg_database WHERE datname = $1", parsed.database
+            )
+            if not exists:
+                await conn.execute(f'CREATE DATABASE "{parsed.database}"')
+        finally:
+            await conn.close()
+
+
+async def _reachable() -> dict[str, str | None]:
+    await _create_databases()
+    problems: dict[str, str | None] = {"postgres": None, "redis": None}
+    for name, url in (("postgres", PG_URL), ("postgres", PG_MIGRATIONS_URL)):
+        engine = db.make_engine(url)
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            problems[name] = f"{url}: {exc}"
+        finally:
+            await engine.dispose()
+    client = aioredis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+    except Exception as exc:
+        problems["redis"] = f"{REDIS_URL}: {exc}"
+    finally:
+        await client.aclose()
+    return problems
+
+
+_PROBLEMS: dict[str, str | None] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _PROBLEMS.update(asyncio.run(_reachable()))
+    down = {k: v for k, v in _PROBLEMS.items() if v}
+    if down and IN_CI:
+        pytest.exit(f"CI=true but these are unreachable: {down}", returncode=3)
+
+
+def require_services() -> None:
+    down = {k: v for k, v in _PROBLEMS.items() if v}
+    if down:
+        pytest.skip(f"Postgres/Redis unreachable: {down}")
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real bundled all-MiniLM-L6-v2, loaded once per test session."""
+    return load_embedder("bundled")
+
+
+@pytest.fixture(scope="session")
+def pg_migrated() -> str:
+    """The Postgres test database at head (migrations run once per session)."""
+    require_services()
+    db.downgrade(PG_URL, "base")
+    db.upgrade(PG_URL)
+    return PG_URL
+
+
+async def _truncate(url: str) -> None:
+    engine = db.make_engine(url)
+    try:
+        async with engine.begin() as conn:
+            for table in TABLES:
+                await conn.execute(text(f"DELETE FROM {table}"))
+    finally:
+        await engine.dispose()
+
+
+async def _flush_redis() -> None:
+    client = aioredis.from_url(REDIS_URL)
+    try:
+        await client.flushdb()
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def embedded_settings(tmp_path: Path) -> Settings:
+    """The zero-configuration default: SQLite in a fresh data dir, in-process cache and jobs."""
+    return Settings(data_dir=tmp_path / "data", _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def deployed_settings(tmp_path: Path, pg_migrated: str) -> AsyncIterator[Settings]:
+    """Postgres + Redis, as docker-compose deploys it; tables are emptied after each test."""
+    settings = Settings(  # type: ignore[call-arg]
+        data_dir=tmp_path / "data",
+        database_url=pg_migrated,
+        redis_url=REDIS_URL,
+        auto_migrate=False,
+        _env_file=None,
+    )
+    await _flush_redis()
+    yield settings
+    await _truncate(pg_migrated)
+    await _flush_redis()
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def settings(request: pytest.FixtureRequest) -> Settings:
+    """Each test that takes ``settings`` runs on both set-ups."""
+    name = "embedded_settings" if request.param == "embedded" else "deployed_settings"
+    value: Settings = request.getfixturevalue(name)
+    return value
+
+
+@pytest.fixture
+def app_overrides() -> dict[str, Any]:
+    """Settings fields a test module wants to change (override this fixture)."""
+    return {}
+
+
+@pytest.fixture
+async def app(settings: Settings, embedder: Embedder, app_overrides: dict[str, Any]) -> AsyncIterator[FastAPI]:
+    """The all-in-one app, started (lifespan run), on the given settings."""
+    active = settings.model_copy(update=app_overrides)
+    application = create_app(active, embedder=embedder)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process HTTP client (httpx ASGI transport)."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://plaudit.test") as c:
+        yield c
+
+
+def assert_envelope(response: httpx.Response, status: int, param: str | None = None) -> dict[str, Any]:
+    """The error envelope, with the status, a request id and (when given) the named field."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"type", "message", "param", "request_id"}
+    assert error["message"]
+    assert error["request_id"] == response.headers["x-request-id"]
+    assert "Traceback" not in response.text
+    if param is not None:
+        assert error["param"] == param, error
+    return dict(error)
+
+
+@pytest.fixture
+def data_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "env-data"
+    monkeypatch.setenv("PLAUDIT_DATA_DIR", str(path))
+    yield path
