@@ -6,11 +6,14 @@ Heavy imports happen inside commands, so ``plaudit --version`` works on a client
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 import services
+
+if TYPE_CHECKING:
+    from services.core.settings import Settings
 
 #: SERVICE argument of ``plaudit serve`` -> app factory for ``uvicorn --factory``.
 APPS = {
@@ -39,11 +42,13 @@ def root(
     """Plaudit: reward and judge services for RL post-training."""
 
 
-def _settings():  # type: ignore[no-untyped-def]
+def _settings() -> Settings:
     try:
         from services.core.settings import get_settings
     except ImportError as exc:  # the client-only install
-        typer.echo(f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'")
+        typer.echo(
+            f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'"
+        )
         raise typer.Exit(2) from exc
     return get_settings()
 
@@ -57,7 +62,9 @@ def serve(
 ) -> None:
     """Serve one service, or every service in one process (``all``, the default)."""
     if service not in APPS:
-        typer.echo(f"error: unknown service {service!r}; choose one of: {', '.join(APPS)}", err=True)
+        typer.echo(
+            f"error: unknown service {service!r}; choose one of: {', '.join(APPS)}", err=True
+        )
         raise typer.Exit(2)
     settings = _settings()
     bind_host = host or settings.host
@@ -74,7 +81,9 @@ def serve(
     configure_logging(settings.log_level)
     import uvicorn
 
-    typer.echo(f"plaudit {services.__version__}: serving {service} on http://{bind_host}:{bind_port}")
+    typer.echo(
+        f"plaudit {services.__version__}: serving {service} on http://{bind_host}:{bind_port}"
+    )
     uvicorn.run(
         APPS[service],
         factory=True,
@@ -99,7 +108,9 @@ def db_upgrade(
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, e.g. base")]) -> None:
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
+) -> None:
     """Step the configured database back to ``revision``."""
     from services.core import db
 
@@ -114,8 +125,11 @@ def worker(
     """Run queued jobs from Redis (PLAUDIT_REDIS_URL must be set)."""
     settings = _settings()
     if not settings.redis_url:
-        typer.echo("error: plaudit worker needs PLAUDIT_REDIS_URL (the embedded default runs "
-                   "jobs in the serving process)", err=True)
+        typer.echo(
+            "error: plaudit worker needs PLAUDIT_REDIS_URL (the embedded default runs "
+            "jobs in the serving process)",
+            err=True,
+        )
         raise typer.Exit(2)
     from services.core.context import configure_logging
     from services.core.jobs import make_worker

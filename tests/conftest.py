@@ -45,8 +45,11 @@ async def _create_databases() -> None:
         parsed = make_url(url)
         try:
             conn = await asyncpg.connect(
-                host=parsed.host, port=parsed.port or 5432, user=parsed.username,
-                password=parsed.password, database="postgres",
+                host=parsed.host,
+                port=parsed.port or 5432,
+                user=parsed.username,
+                password=parsed.password,
+                database="postgres",
             )
         except Exception:
             return
@@ -168,7 +171,9 @@ def app_overrides() -> dict[str, Any]:
 
 
 @pytest.fixture
-async def app(settings: Settings, embedder: Embedder, app_overrides: dict[str, Any]) -> AsyncIterator[FastAPI]:
+async def app(
+    settings: Settings, embedder: Embedder, app_overrides: dict[str, Any]
+) -> AsyncIterator[FastAPI]:
     """The all-in-one app, started (lifespan run), on the given settings."""
     active = settings.model_copy(update=app_overrides)
     application = create_app(active, embedder=embedder)
@@ -184,7 +189,9 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-def assert_envelope(response: httpx.Response, status: int, param: str | None = None) -> dict[str, Any]:
+def assert_envelope(
+    response: httpx.Response, status: int, param: str | None = None
+) -> dict[str, Any]:
     """The error envelope, with the status, a request id and (when given) the named field."""
     assert response.status_code == status, response.text
     body = response.json()

@@ -62,7 +62,7 @@ class RedisCache:
     """Redis-backed cache shared by every Plaudit process; keys live under a prefix."""
 
     def __init__(self, url: str, prefix: str = "plaudit:cache:") -> None:
-        self._redis = aioredis.from_url(url)
+        self._redis = aioredis.from_url(url)  # type: ignore[no-untyped-call]
         self._prefix = prefix
 
     async def get(self, key: str) -> bytes | None:

@@ -90,7 +90,10 @@ class BatchedEmbedder:
         self._load_wait = load_wait
         self._spec = (model, device, batch_size)
         self._batcher: MicroBatcher[str, npt.NDArray[np.float32]] = MicroBatcher(
-            self._embed_rows, name="embedder", max_items=max_items, max_wait=max_wait,
+            self._embed_rows,
+            name="embedder",
+            max_items=max_items,
+            max_wait=max_wait,
             metrics=metrics,
         )
         if loader is not None:
@@ -131,7 +134,11 @@ class BatchedEmbedder:
     async def embed(self, texts: list[str]) -> Matrix:
         """Embed ``texts`` in a shared micro-batch; waits for a model that is still loading."""
         await self._wait_loaded()
-        rows = await self._batcher.submit(texts)
+        try:
+            rows = await self._batcher.submit(texts)
+        except Exception as exc:
+            log.exception("embedding call failed")
+            raise BackendUnavailable(f"the embedding model failed: {type(exc).__name__}") from exc
         return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     async def _wait_loaded(self) -> None:
@@ -140,7 +147,9 @@ class BatchedEmbedder:
         try:
             await asyncio.wait_for(self._ready.wait(), self._load_wait)
         except TimeoutError:
-            raise BackendUnavailable("the embedding model is still loading", retry_after=5) from None
+            raise BackendUnavailable(
+                "the embedding model is still loading", retry_after=5
+            ) from None
         if self._embedder is None:
             raise BackendUnavailable(self._error or "the embedding model is not available")
 

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.core.context import REQUEST_ID_HEADER, request_id_var
+from services.core.context import request_id_var
 from services.core.errors import PlauditError
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,9 @@ def error_response(
     param: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
+    # The request id header itself is added by RequestContextMiddleware on every response.
     body = error_body(error_type, message, param)
-    all_headers = dict(headers or {})
-    if body["error"]["request_id"]:
-        all_headers[REQUEST_ID_HEADER] = body["error"]["request_id"]
-    return JSONResponse(body, status_code=status, headers=all_headers)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def format_loc(loc: Sequence[int | str]) -> str | None:

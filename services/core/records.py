@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -33,7 +33,7 @@ class ScoredGroupRepository:
         service: str,
         run_id: str,
         step: int | None,
-        groups: list[tuple[str | None, str, dict[str, Any]]],
+        groups: Sequence[tuple[str | None, str, dict[str, Any]]],
     ) -> list[str]:
         """Store ``(group_id, request_hash, result)`` rows; returns their new ids."""
         rows = [

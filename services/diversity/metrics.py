@@ -20,7 +20,8 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 def centroid_distances(embeddings: Matrix) -> Vector:
     """d_i = ||e_i - centroid|| (PPR-GDE's group diversity)."""
     e = embeddings.astype(np.float64)
-    return np.linalg.norm(e - e.mean(axis=0, keepdims=True), axis=1)
+    distances: Vector = np.linalg.norm(e - e.mean(axis=0, keepdims=True), axis=1)
+    return distances
 
 
 def cosine_distance_matrix(embeddings: Matrix) -> npt.NDArray[np.float64]:
@@ -28,13 +29,15 @@ def cosine_distance_matrix(embeddings: Matrix) -> npt.NDArray[np.float64]:
     e = embeddings.astype(np.float64)
     norms = np.linalg.norm(e, axis=1, keepdims=True)
     unit = np.divide(e, norms, out=np.zeros_like(e), where=norms > 0)
-    return np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
+    distances: npt.NDArray[np.float64] = np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
+    return distances
 
 
 def mean_pairwise_distances(distances: npt.NDArray[np.float64]) -> Vector:
     """Each completion's mean cosine distance to the others."""
     g = distances.shape[0]
-    return distances.sum(axis=1) / max(g - 1, 1)
+    means: Vector = distances.sum(axis=1) / max(g - 1, 1)
+    return means
 
 
 def mean_pairwise_cosine_distance(distances: npt.NDArray[np.float64]) -> float:

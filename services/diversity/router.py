@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, service_of
@@ -30,30 +31,30 @@ def _service(request: Request) -> DiversityService:
 Service = Annotated[DiversityService, Depends(_service)]
 
 
-@router.post("/group")
+@router.post("/group", response_model=DiversityResponse)
 async def group(
     body: DiversityRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
-) -> DiversityResponse:
+) -> JSONResponse:
     """Diversity reward per completion of one group, and the group's statistics."""
 
     async def compute() -> dict[str, Any]:
         return (await service.score_group(body)).model_dump()
 
     result = await resources.idempotency.run(key, "diversity.group", body.model_dump(), compute)
-    return DiversityResponse.model_validate(result)
+    return JSONResponse(result)
 
 
-@router.post("/groups")
+@router.post("/groups", response_model=DiversityBatchResponse)
 async def groups(
     body: DiversityBatchRequest,
     service: Service,
     resources: ResourcesDep,
     key: IdempotencyKey = None,
-) -> DiversityBatchResponse:
+) -> JSONResponse:
     """Several groups in one request, each scored within itself."""
 
     async def compute() -> dict[str, Any]:
         return (await service.score_groups(body)).model_dump()
 
     result = await resources.idempotency.run(key, "diversity.groups", body.model_dump(), compute)
-    return DiversityBatchResponse.model_validate(result)
+    return JSONResponse(result)

@@ -24,7 +24,8 @@ from services.diversity.schemas import (
 
 
 class AsyncEmbedder(Protocol):
-    model_id: str
+    @property
+    def model_id(self) -> str: ...
 
     async def embed(self, texts: list[str]) -> metrics.Matrix: ...
 

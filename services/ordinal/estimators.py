@@ -75,21 +75,43 @@ def odrpo_advantages(
     are inactive. ``scaling``: "std" divides each step by sqrt(p(1-p)) (GRPO-style), "mean" by p
     (MaxRL-style), "none" leaves steps unscaled (then ODRPO equals mean-centred GRPO).
     ``weights[n, K-1]`` multiply each threshold's advantage (default 1).
+
+    Cost is O(n * (g + K)), not O(n * g * K): a completion's advantage depends only on its
+    level, so one table per group, A(r) = sum_{k <= r} c_k - sum_k p_k c_k with
+    c_k = w_k * active_k / den_k, is built from a histogram and then gathered.
     """
+    n, _ = scores.shape
     k_max = int(k.max()) if k.size else 2
-    steps = ladder(scores, k_max) * mask[..., None]  # [n, g, K-1]
-    counts = mask.sum(axis=1).astype(np.float64)[:, None]  # [n, 1]
-    pass_rate = _safe_divide(steps.sum(axis=1), counts)  # [n, K-1]
+    levels = np.where(mask, scores, 0).astype(np.int64)
+    counts = _level_histogram(levels, mask, k_max)  # [n, K+1], column r counts level r
+    size = mask.sum(axis=1).astype(np.float64)
+    at_least = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]  # at_least[:, r] = #(level >= r)
+    pass_rate = _safe_divide(at_least[:, 2:].astype(np.float64), size[:, None])  # [n, K-1]
     in_range = np.arange(2, k_max + 1)[None, :] <= k[:, None]
-    active = (pass_rate > 0) & (pass_rate < 1) & in_range & (counts > 1)
-    centered = (steps - pass_rate[:, None, :]) * mask[..., None]
-    if scaling == "std":
-        den = np.sqrt(pass_rate * (1 - pass_rate)) + eps
-    elif scaling == "mean":
-        den = pass_rate + eps
-    else:
-        den = np.ones_like(pass_rate)
-    per_step = _safe_divide(centered, np.where(active, den, 0.0)[:, None, :])
+    active = (pass_rate > 0) & (pass_rate < 1) & in_range & (size[:, None] > 1)
+    coef = _safe_divide(
+        np.ones_like(pass_rate), np.where(active, _step_den(pass_rate, scaling, eps), 0.0)
+    )
     if weights is not None:
-        per_step = per_step * weights[:, None, :]
-    return per_step.sum(axis=2), pass_rate, active
+        coef = coef * weights
+    table = np.zeros((n, k_max + 1), dtype=np.float64)  # table[:, r] for levels r = 0..K
+    table[:, 2:] = np.cumsum(coef, axis=1)
+    table -= (pass_rate * coef).sum(axis=1, keepdims=True)
+    advantages = np.take_along_axis(table, levels, axis=1) * mask
+    return advantages, pass_rate, active
+
+
+def _level_histogram(
+    levels: npt.NDArray[np.int64], mask: BoolArray, k_max: int
+) -> npt.NDArray[np.int64]:
+    n = levels.shape[0]
+    flat = (np.arange(n)[:, None] * (k_max + 1) + levels)[mask]
+    return np.bincount(flat, minlength=n * (k_max + 1)).reshape(n, k_max + 1)
+
+
+def _step_den(pass_rate: FloatArray, scaling: StepScaling, eps: float) -> FloatArray:
+    if scaling == "std":
+        return np.sqrt(pass_rate * (1 - pass_rate)) + eps
+    if scaling == "mean":
+        return pass_rate + eps
+    return np.ones_like(pass_rate)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -16,13 +17,11 @@ def check_bin_edges(edges: Sequence[float], param: str = "bin_edges") -> None:
         raise InvalidInput("bin_edges needs 1 to 99 edges (K = len(edges) + 1)", param=param)
     if any(not math.isfinite(e) for e in edges):
         raise InvalidInput("bin_edges must be finite numbers", param=param)
-    if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+    if any(b <= a for a, b in itertools.pairwise(edges)):
         raise InvalidInput("bin_edges must be strictly increasing", param=param)
 
 
-def bin_scores(
-    scores: npt.ArrayLike, edges: Sequence[float]
-) -> npt.NDArray[np.int64]:
+def bin_scores(scores: npt.ArrayLike, edges: Sequence[float]) -> npt.NDArray[np.int64]:
     """Level = 1 + the number of edges at or below the score."""
     idx = np.searchsorted(np.asarray(edges, dtype=np.float64), scores, side="right")
     return np.asarray(idx, dtype=np.int64) + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, service_of
@@ -30,10 +31,10 @@ def _service(request: Request) -> OrdinalService:
 Service = Annotated[OrdinalService, Depends(_service)]
 
 
-@router.post("/advantages")
+@router.post("/advantages", response_model=AdvantagesResponse)
 async def advantages(
     body: AdvantagesRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
-) -> AdvantagesResponse:
+) -> JSONResponse:
     """Group advantages from discrete judge scores (ODRPO, GRPO, MaxRL, Dr.GRPO)."""
 
     async def compute() -> dict[str, Any]:
@@ -41,7 +42,7 @@ async def advantages(
 
     payload = body.model_dump()
     result = await resources.idempotency.run(key, "ordinal.advantages", payload, compute)
-    return AdvantagesResponse.model_validate(result)
+    return JSONResponse(result)
 
 
 @router.post("/decompose")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
+from typing_extensions import TypedDict
 
 from services.core.schemas import RunTag, StrictModel
 
@@ -53,7 +54,10 @@ class AdvantagesRequest(RunTag):
         return self
 
 
-class ThresholdOut(BaseModel):
+class ThresholdOut(TypedDict):
+    """One ladder step of a group: its threshold, the share that passed it, and whether it
+    carried signal (0 < pass_rate < 1). A TypedDict, because a large request has many."""
+
     k: int
     pass_rate: float
     active: bool

@@ -37,12 +37,15 @@ class OrdinalService:
             adv, rates, active = estimators.odrpo_advantages(
                 scores, mask, k, scaling=request.step_scaling, weights=weights, eps=request.eps
             )
-            thresholds = [_thresholds(rates[i], active[i], ks[i]) for i in range(len(ks))]
+            thresholds: list[list[ThresholdOut] | None] = [
+                _thresholds(rates[i], active[i], ks[i]) for i in range(len(ks))
+            ]
         else:
             adv = estimators.scalar_advantages(scores, mask, request.estimator, request.eps)
             thresholds = [None] * len(ks)
+        # Values are computed here, not parsed: skip validation on the (large) response.
         groups = [
-            GroupOut(
+            GroupOut.model_construct(
                 id=g.id if g.id is not None else f"g{i}",
                 advantages=adv[i, : len(levels[i])].tolist(),
                 levels=levels[i].tolist(),
@@ -50,7 +53,9 @@ class OrdinalService:
             )
             for i, g in enumerate(request.groups)
         ]
-        response = AdvantagesResponse(estimator=request.estimator, groups=groups)
+        response = AdvantagesResponse.model_construct(
+            kind="advantages", estimator=request.estimator, groups=groups
+        )
         await self._store(request, response)
         return response
 
@@ -123,7 +128,9 @@ class OrdinalService:
         await self._scored_groups.add_many("ordinal", request.run_id, request.step, rows)
 
 
-def _pad(levels: list[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+def _pad(
+    levels: list[npt.NDArray[np.int64]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     width = max(len(x) for x in levels)
     scores = np.zeros((len(levels), width), dtype=np.float64)
     mask = np.zeros((len(levels), width), dtype=bool)
@@ -137,6 +144,8 @@ def _thresholds(
     rates: npt.NDArray[np.float64], active: npt.NDArray[np.bool_], k: int
 ) -> list[ThresholdOut]:
     return [
-        ThresholdOut(k=j + 2, pass_rate=float(rates[j]), active=bool(active[j]))
-        for j in range(k - 1)
+        ThresholdOut(k=j + 2, pass_rate=r, active=a)
+        for j, (r, a) in enumerate(
+            zip(rates[: k - 1].tolist(), active[: k - 1].tolist(), strict=True)
+        )
     ]

@@ -42,9 +42,7 @@ def test_odrpo_saturated_thresholds_contribute_nothing() -> None:
 
 def test_odrpo_mean_scaling_is_maxrl_style() -> None:
     scores, mask = _one([1, 2, 2, 2])  # K=2: p = 0.75
-    adv, _, _ = estimators.odrpo_advantages(
-        scores, mask, np.array([2]), scaling="mean", eps=0.0
-    )
+    adv, _, _ = estimators.odrpo_advantages(scores, mask, np.array([2]), scaling="mean", eps=0.0)
     np.testing.assert_allclose(adv[0], [-0.75 / 0.75, 0.25 / 0.75, 0.25 / 0.75, 0.25 / 0.75])
 
 
@@ -72,7 +70,11 @@ def test_no_signal_gives_zeros_not_nan(estimator: str, scores: list[float]) -> N
 def test_odrpo_no_signal_gives_zeros(scaling: str, scores: list[float]) -> None:
     values, mask = _one(scores)
     adv, _, active = estimators.odrpo_advantages(
-        values, mask, np.array([5]), scaling=scaling, eps=0.0  # type: ignore[arg-type]
+        values,
+        mask,
+        np.array([5]),
+        scaling=scaling,
+        eps=0.0,  # type: ignore[arg-type]
     )
     assert np.all(adv == 0.0) and not active.any()
 
@@ -94,7 +96,7 @@ def test_padded_groups_match_groups_computed_alone() -> None:
     scores = np.array([[1, 2, 5, 0], [3, 1, 2, 2]], dtype=np.float64)
     mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=bool)
     k = np.array([5, 3])
-    adv, rates, active = estimators.odrpo_advantages(scores, mask, k)
+    adv, _, active = estimators.odrpo_advantages(scores, mask, k)
     alone, _, _ = estimators.odrpo_advantages(scores[:1, :3], mask[:1, :3], k[:1])
     np.testing.assert_allclose(adv[0, :3], alone[0])
     assert adv[0, 3] == 0.0

@@ -1,0 +1,59 @@
+"""Scored groups are stored per run; retries with an Idempotency-Key are replayed, not redone."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import assert_envelope
+
+BODY = {"groups": [{"id": "g1", "scores": [1, 2, 3]}], "k": 3, "run_id": "run-a", "step": 2}
+
+
+async def test_groups_are_listed_per_run(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/ordinal/advantages", json=BODY)
+    await client.post("/v1/ordinal/advantages", json={**BODY, "step": 3})
+    await client.post("/v1/ordinal/advantages", json={**BODY, "run_id": "run-b"})
+    await client.post(
+        "/v1/diversity/group",
+        json={"completions": ["a", "b c"], "run_id": "run-a", "step": 3, "id": "d1"},
+    )
+    page = (await client.get("/v1/runs/run-a/groups")).json()
+    assert [(g["service"], g["step"]) for g in page["groups"]] == [
+        ("ordinal", 2),
+        ("ordinal", 3),
+        ("diversity", 3),
+    ]
+    stored = page["groups"][0]["result"]
+    assert stored["estimator"] == "odrpo" and stored["levels"] == [1, 2, 3]
+    step3 = (await client.get("/v1/runs/run-a/groups", params={"step": 3})).json()
+    assert {g["group_id"] for g in step3["groups"]} == {"g1", "d1"}
+    first = (await client.get("/v1/runs/run-a/groups", params={"limit": 2})).json()
+    assert len(first["groups"]) == 2 and first["next_offset"] == 2
+    assert (await client.get("/v1/runs/nobody/groups")).json()["groups"] == []
+
+
+async def test_a_retry_with_the_same_key_is_replayed(client: httpx.AsyncClient) -> None:
+    headers = {"Idempotency-Key": "step-2-group-1"}
+    first = await client.post("/v1/ordinal/advantages", json=BODY, headers=headers)
+    second = await client.post("/v1/ordinal/advantages", json=BODY, headers=headers)
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    stored = (await client.get("/v1/runs/run-a/groups")).json()["groups"]
+    assert len(stored) == 1, "a retried group must not be stored twice"
+
+
+async def test_a_reused_key_with_another_body_is_a_conflict(client: httpx.AsyncClient) -> None:
+    headers = {"Idempotency-Key": "k-1"}
+    await client.post("/v1/ordinal/advantages", json=BODY, headers=headers)
+    other = {**BODY, "groups": [{"scores": [3, 2, 1]}]}
+    response = await client.post("/v1/ordinal/advantages", json=other, headers=headers)
+    assert assert_envelope(response, 409, "Idempotency-Key")["type"] == "conflict"
+
+
+async def test_diversity_retries_are_replayed(client: httpx.AsyncClient) -> None:
+    body = {"completions": ["x y", "z"], "run_id": "run-d"}
+    headers = {"Idempotency-Key": "div-1"}
+    a = await client.post("/v1/diversity/group", json=body, headers=headers)
+    b = await client.post("/v1/diversity/group", json=body, headers=headers)
+    assert a.json() == b.json()
+    assert len((await client.get("/v1/runs/run-d/groups")).json()["groups"]) == 1
