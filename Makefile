@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/mypy services judges trainer_client
 
 bench: install
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -127,3 +128,17 @@ def test_compose_environment_names_real_settings() -> None:
         assert required in env_example
     settings = Settings(_env_file=str(ROOT / ".env.example"))  # type: ignore[call-arg]
     assert settings.api_keys and settings.redis_url and settings.database_url
+
+
+def test_ci_fails_instead_of_skipping_when_redis_is_down() -> None:
+    env = {**os.environ, "CI": "true", "PLAUDIT_TEST_REDIS_URL": "redis://127.0.0.1:1/0"}
+    any_test = "tests/unit/test_diversity_metrics.py::test_distinct_n_hand_computed"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", any_test],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "unreachable" in result.stdout + result.stderr
