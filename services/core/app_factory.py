@@ -32,10 +32,12 @@ def build_app(
     embedder: Embedder | None = None,
     cache: Cache | None = None,
     job_registry: JobRegistry | None = None,
+    **extras: Any,
 ) -> FastAPI:
     """An app serving ``components`` plus health, metrics and run audit routes.
 
-    Collaborators passed here (an embedder, a cache) replace the ones built from settings.
+    Collaborators passed here (an embedder, a cache, a ``judge_backend``) replace the ones
+    built from settings; unnamed ones reach components through ``Resources.extras``.
     """
     metrics = Metrics()
 
@@ -50,6 +52,7 @@ def build_app(
             embedder=embedder,
             cache=cache,
             job_registry=job_registry,
+            extras=extras,
         )
         app.state.services = {c.name: c.build(resources) for c in components}
         app.state.resources = resources

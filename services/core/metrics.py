@@ -34,6 +34,12 @@ class Metrics:
             buckets=_BATCH_BUCKETS,
             registry=self.registry,
         )
+        self.judge_cache = Counter(
+            "plaudit_judge_cache_total",
+            "Judge backend lookups by outcome (hit, miss, shared in-flight)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.errors = Counter(
             "plaudit_errors_total",
             "Error answers by type",

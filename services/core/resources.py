@@ -7,6 +7,7 @@ passed is built from settings.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,15 +38,21 @@ class Resources:
     idempotency: IdempotencyStore
     embedder: BatchedEmbedder | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def readiness(self) -> dict[str, bool]:
         """Each check that /health/ready reports."""
         checks = {"database": await db.ping(self.engine), "cache": await self.cache.ping()}
         if self.embedder is not None:
             checks["embedder"] = self.embedder.ready
+        for name, check in self.checks.items():
+            checks[name] = check()
         return checks
 
     async def aclose(self) -> None:
+        for close in reversed(self.closers):
+            await close()
         if self.embedder is not None:
             await self.embedder.aclose()
         await self.jobs.close()
@@ -61,6 +68,7 @@ async def open_resources(
     embedder: Embedder | None = None,
     cache: Cache | None = None,
     job_registry: JobRegistry | None = None,
+    extras: dict[str, Any] | None = None,
 ) -> Resources:
     """Connect to the database (migrating it when allowed), the cache and the job queue."""
     url = settings.resolved_database_url
@@ -80,6 +88,7 @@ async def open_resources(
         job_registry=registry,
         scored_groups=ScoredGroupRepository(sessions),
         idempotency=IdempotencyStore(sessions),
+        extras=dict(extras or {}),
     )
     if needs_embedder:
         resources.embedder = BatchedEmbedder(

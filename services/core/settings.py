@@ -64,6 +64,26 @@ class Settings(BaseSettings):
         default=5.0, ge=0, description="how long a micro-batch waits for more requests"
     )
 
+    judge_backend: str = Field(
+        default="local", description="local (transformers), openai (any compatible server), vllm"
+    )
+    judge_model: str | None = Field(
+        default=None,
+        description="local/vllm: HF directory or GGUF file (default SmolLM2-135M-Instruct); "
+        "openai: the served model name",
+    )
+    judge_base_url: str | None = Field(default=None, description="openai backend: server URL")
+    judge_api_key: str | None = Field(default=None, description="openai backend: bearer key")
+    judge_device: str = "cpu"
+    judge_timeout_s: float = Field(default=300.0, gt=0, description="per backend call")
+    judge_max_batch_size: int = Field(default=8, ge=1, description="sequences per forward pass")
+    judge_max_input_tokens: int = Field(default=2048, ge=16)
+    judge_max_concurrency: int = Field(default=8, ge=1, description="openai: requests in flight")
+    judge_rpm: int | None = Field(default=None, ge=1, description="openai: requests per minute")
+    judge_cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
+    judge_max_group_size: int = Field(default=32, ge=2)
+    judge_max_pairs: int = Field(default=256, ge=1)
+
     max_groups_per_request: int = Field(default=10_000, ge=1)
     max_group_size: int = Field(default=1024, ge=1)
     diversity_max_completions: int = Field(default=64, ge=2)
