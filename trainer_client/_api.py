@@ -1,0 +1,287 @@
+"""The Plaudit endpoints, written once for both clients.
+
+Each method builds a :class:`Call` and hands it to ``_call``, which the sync client answers with
+the parsed JSON and the async client with an awaitable of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+JSONObject = dict[str, Any]
+#: A completion: its text, or ``{"id": ..., "text": ...}``.
+Completion = str | Mapping[str, Any]
+#: A prompt: its text, or chat messages ``[{"role": ..., "content": ...}]``.
+Prompt = str | Sequence[Mapping[str, Any]]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One logical API call; its retries share ``idempotency_key``."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+    max_retries: int | None = None
+
+
+def body(fields: Mapping[str, Any], options: Mapping[str, Any]) -> JSONObject:
+    """The request body: ``fields`` without the Nones, then the caller's extra ``options``."""
+    out = {name: value for name, value in fields.items() if value is not None}
+    out.update(options)
+    return out
+
+
+def _score_group(group: Sequence[float] | Mapping[str, Any]) -> Any:
+    return dict(group) if isinstance(group, Mapping) else {"scores": list(group)}
+
+
+def _completion_group(group: Sequence[Completion] | Mapping[str, Any]) -> Any:
+    if isinstance(group, Mapping):
+        return dict(group)
+    if isinstance(group, str):
+        raise TypeError("a group is a list of completions, not one string")
+    return {"completions": [_completion(c) for c in group]}
+
+
+def _completion(item: Completion) -> Any:
+    return item if isinstance(item, str) else dict(item)
+
+
+def _completions(items: Sequence[Completion]) -> list[Any]:
+    if isinstance(items, str):
+        raise TypeError("completions is a list of completions, not one string")
+    return [_completion(c) for c in items]
+
+
+def _prompt(prompt: Prompt) -> Any:
+    return prompt if isinstance(prompt, str) else [dict(m) for m in prompt]
+
+
+class Endpoints(Generic[R]):
+    """The endpoint methods shared by ``PlauditClient`` (``R`` = dict) and
+    ``AsyncPlauditClient`` (``R`` = awaitable dict). Extra keyword ``options`` go into the
+    request body as they are; the server rejects unknown ones with :class:`InvalidRequest`."""
+
+    def _call(self, call: Call) -> R:
+        raise NotImplementedError
+
+    def ordinal_advantages(
+        self,
+        groups: Sequence[Sequence[float] | Mapping[str, Any]],
+        *,
+        k: int | None = None,
+        estimator: str = "odrpo",
+        run_id: str | None = None,
+        step: int | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Group advantages from discrete judge scores 1..K (``odrpo``, ``grpo``, ``maxrl``,
+        ``dr_grpo``). A group is a list of scores or ``{"id", "scores", "k"}``.
+
+        ::
+
+            out = client.ordinal_advantages([[1, 3, 5, 5]], k=5, run_id="run-7", step=3)
+            out["groups"][0]["advantages"]  # [-5.464, -0.845, 3.155, 3.155]
+        """
+        fields = {
+            "groups": [_score_group(g) for g in groups],
+            "k": k,
+            "estimator": estimator,
+            "run_id": run_id,
+            "step": step,
+        }
+        return self._post("/v1/ordinal/advantages", body(fields, options), idempotency_key)
+
+    def ordinal_decompose(
+        self,
+        scores: Sequence[float],
+        *,
+        k: int | None = None,
+        bin_edges: Sequence[float] | None = None,
+    ) -> R:
+        """Each score's binary ladder ``[score >= k]`` for k = 2..K.
+
+        ::
+
+            client.ordinal_decompose([1, 3, 5], k=5)["indicators"]  # [[0,0,0,0], [1,1,0,0], ...]
+        """
+        edges = None if bin_edges is None else list(bin_edges)
+        fields = {"scores": list(scores), "k": k, "bin_edges": edges}
+        return self._post("/v1/ordinal/decompose", body(fields, {}), None)
+
+    def diversity_group(
+        self,
+        completions: Sequence[Completion],
+        *,
+        group_id: str | None = None,
+        metric: str | None = None,
+        scaling: str | None = None,
+        weight: float | None = None,
+        run_id: str | None = None,
+        step: int | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Per-completion diversity rewards of one group (``metric``: ``centroid`` or
+        ``pairwise_cosine``; ``scaling``: ``minmax`` or ``none``).
+
+        ::
+
+            client.diversity_group(["a cat", "a dog", "stock prices"])["rewards"]
+        """
+        fields = {
+            "id": group_id,
+            "completions": _completions(completions),
+            "metric": metric,
+            "scaling": scaling,
+            "weight": weight,
+            "run_id": run_id,
+            "step": step,
+        }
+        return self._post("/v1/diversity/group", body(fields, options), idempotency_key)
+
+    def diversity_groups(
+        self,
+        groups: Sequence[Sequence[Completion] | Mapping[str, Any]],
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Diversity rewards of many groups in one request, each scored within itself. A group
+        is a list of completions or ``{"id", "completions"}``.
+
+        ::
+
+            out = client.diversity_groups([["a", "b"], {"id": "p2", "completions": ["x", "y"]}])
+            [g["rewards"] for g in out["groups"]]
+        """
+        fields = {"groups": [_completion_group(g) for g in groups], "run_id": run_id, "step": step}
+        return self._post("/v1/diversity/groups", body(fields, options), idempotency_key)
+
+    def judge_pairwise(
+        self,
+        prompt: Prompt,
+        response_a: str,
+        response_b: str,
+        *,
+        mode: str | None = None,
+        swap: bool | None = None,
+        criteria: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Which of two responses is better, asked in both orders (``mode``: ``logprob`` or
+        ``generate``).
+
+        ::
+
+            client.judge_pairwise("Capital of France?", "Paris.", "Lyon.")["winner"]  # "a"
+        """
+        fields = {
+            "prompt": _prompt(prompt),
+            "response_a": response_a,
+            "response_b": response_b,
+            "mode": mode,
+            "swap": swap,
+            "criteria": criteria,
+        }
+        return self._post("/v1/judge/pairwise", body(fields, options), None)
+
+    def judge_group(
+        self,
+        prompt: Prompt,
+        completions: Sequence[Completion],
+        *,
+        pairing: str | None = None,
+        scoring: str | None = None,
+        run_id: str | None = None,
+        step: int | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Rewards for the G completions of one prompt from pairwise judgments (``pairing``:
+        ``adjacent``, ``round_robin``, ``anchor``; ``scoring``: ``pprgde``, ``win_rate``,
+        ``bradley_terry``). A reward is None, never 0, when its pairs could not be judged.
+
+        ::
+
+            out = client.judge_group("Name a prime.", ["7", "9", "2"], pairing="round_robin")
+            out["rewards"], out["tie_mask"], out["status"]
+        """
+        fields = {
+            "prompt": _prompt(prompt),
+            "completions": _completions(completions),
+            "pairing": pairing,
+            "scoring": scoring,
+            "run_id": run_id,
+            "step": step,
+        }
+        return self._post("/v1/judge/group", body(fields, options), idempotency_key)
+
+    def judge_scale(
+        self,
+        prompt: Prompt,
+        completions: Sequence[Completion],
+        *,
+        k: int | None = None,
+        run_id: str | None = None,
+        step: int | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Pointwise grades on 1..K: each level's probability, the expected grade and the mode.
+
+        ::
+
+            grades = client.judge_scale("2 + 2?", ["4", "5"], k=10)["results"]
+            [g["mode"] for g in grades]  # ready for ordinal_advantages(..., k=10)
+        """
+        fields = {
+            "prompt": _prompt(prompt),
+            "completions": _completions(completions),
+            "k": k,
+            "run_id": run_id,
+            "step": step,
+        }
+        return self._post("/v1/judge/scale", body(fields, options), idempotency_key)
+
+    def run_groups(
+        self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
+    ) -> R:
+        """The groups scored for ``run_id`` (requests that carried it), oldest first; follow
+        ``next_offset`` for the next page.
+
+        ::
+
+            page = client.run_groups("run-7", step=3)
+            [g["group_id"] for g in page["groups"]], page["next_offset"]
+        """
+        params = body({"step": step, "limit": limit, "offset": offset}, {})
+        path = f"/v1/runs/{quote(run_id, safe='')}/groups"
+        return self._call(Call("GET", path, params=params))
+
+    def health(self) -> R:
+        """Liveness: ``{"status": "ok"}`` while the process answers."""
+        return self._call(Call("GET", "/health/live"))
+
+    def ready(self) -> R:
+        """Readiness, not retried: the checks when ready, else :class:`BackendUnavailable`.
+
+        ::
+
+            client.ready()  # {"status": "ready", "checks": {"database": True, "cache": True}}
+        """
+        return self._call(Call("GET", "/health/ready", max_retries=0))
+
+    def _post(self, path: str, payload: JSONObject, idempotency_key: str | None) -> R:
+        return self._call(Call("POST", path, json=payload, idempotency_key=idempotency_key))

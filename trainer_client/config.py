@@ -1,0 +1,101 @@
+"""Timeouts and the retry policy of the clients.
+
+>>> Timeouts(read=300.0).to_httpx().read
+300.0
+>>> RetryPolicy(max_retries=5, max_backoff=4.0).max_retries
+5
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from trainer_client.errors import PlauditConnectionError, PlauditError, PlauditTimeout
+
+__all__ = ["RetryPolicy", "Timeouts"]
+
+#: 429 (backpressure), 502/504 (a proxy or upstream failed), 503 (a backend is down).
+#: 500 is not here: Plaudit answers it for a bug, which a retry does not fix.
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+# Failures where the request may never have reached the application, or where retrying is
+# harmless because the client sends an Idempotency-Key; a protocol or proxy misconfiguration is
+# not among them.
+_NOT_RETRIED_TRANSPORT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.ProxyError)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Per-phase timeouts in seconds (None waits forever).
+
+    ``read`` bounds the wait for the answer, so give it room for judge calls on a big model.
+    """
+
+    connect: float | None = 5.0
+    read: float | None = 60.0
+    write: float | None = 30.0
+    pool: float | None = 10.0
+
+    def to_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+def as_httpx_timeout(timeout: Timeouts | httpx.Timeout | float | None) -> httpx.Timeout:
+    """Accept our :class:`Timeouts`, an ``httpx.Timeout``, or one number for every phase."""
+    if isinstance(timeout, Timeouts):
+        return timeout.to_httpx()
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    return httpx.Timeout(timeout)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failed call is retried: exponential backoff with full jitter.
+
+    Retry ``n`` (0-based) waits a uniform draw from ``[0, min(max_backoff, backoff * 2**n)]``
+    (the "full jitter" of AWS's *Exponential Backoff And Jitter*), and never less than the
+    server's Retry-After. A Retry-After above ``max_retry_after`` is not waited out: the error
+    is raised at once, carrying ``retry_after``, for the caller to decide.
+    ``max_retries=0`` disables retries.
+    """
+
+    max_retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+    statuses: frozenset[int] = RETRY_STATUSES
+    jitter: Callable[[float, float], float] = field(default=random.uniform, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.backoff < 0 or self.max_backoff < 0:
+            raise ValueError("backoff and max_backoff must be >= 0")
+
+    def is_retryable(self, error: PlauditError) -> bool:
+        """True for timeouts, dropped connections and the retryable statuses."""
+        if isinstance(error, PlauditTimeout):
+            return True
+        if isinstance(error, PlauditConnectionError):
+            return not isinstance(error.__cause__, _NOT_RETRIED_TRANSPORT)
+        return error.status_code in self.statuses
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        cap = min(self.max_backoff, self.backoff * 2.0**retry)
+        wait = self.jitter(0.0, cap)
+        return wait if retry_after is None else max(wait, retry_after)
+
+    def next_delay(self, error: PlauditError, retries_done: int, limit: int | None) -> float | None:
+        """The wait before the next attempt, or None when ``error`` should be raised now."""
+        max_retries = self.max_retries if limit is None else limit
+        if retries_done >= max_retries or not self.is_retryable(error):
+            return None
+        if error.retry_after is not None and error.retry_after > self.max_retry_after:
+            return None
+        return self.delay(retries_done, error.retry_after)
