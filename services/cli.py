@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 import services
+from services.eval_cli import eval_app
 
 if TYPE_CHECKING:
     from services.core.settings import Settings
@@ -20,11 +21,13 @@ APPS = {
     "all": "services.gateway.app:create_app",
     "ordinal": "services.ordinal.app:create_app",
     "diversity": "services.diversity.app:create_app",
+    "judge": "services.judge.app:create_app",
 }
 
 app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
 db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
+app.add_typer(eval_app, name="eval")
 
 
 def _version(value: bool) -> None:

@@ -108,6 +108,26 @@ def embedder() -> Embedder:
 
 
 @pytest.fixture(scope="session")
+def model_cache_dir() -> Path:
+    """Converted judge models, kept between test sessions (the first one converts)."""
+    default = Path.home() / ".cache" / "plaudit-test" / "models"
+    path = Path(os.environ.get("PLAUDIT_TEST_MODEL_CACHE", str(default)))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+async def judge_backend(model_cache_dir: Path) -> AsyncIterator[Any]:
+    """The real SmolLM2-135M-Instruct judge (local transformers backend), started once."""
+    from judges.backends.local import LocalBackend
+
+    backend = LocalBackend(cache_dir=model_cache_dir, max_batch_size=8)
+    await backend.start()
+    yield backend
+    await backend.aclose()
+
+
+@pytest.fixture(scope="session")
 def pg_migrated() -> str:
     """The Postgres test database at head (migrations run once per session)."""
     require_services()
@@ -172,11 +192,11 @@ def app_overrides() -> dict[str, Any]:
 
 @pytest.fixture
 async def app(
-    settings: Settings, embedder: Embedder, app_overrides: dict[str, Any]
+    settings: Settings, embedder: Embedder, judge_backend: Any, app_overrides: dict[str, Any]
 ) -> AsyncIterator[FastAPI]:
-    """The all-in-one app, started (lifespan run), on the given settings."""
+    """The all-in-one app, started (lifespan run), on the given settings, real models."""
     active = settings.model_copy(update=app_overrides)
-    application = create_app(active, embedder=embedder)
+    application = create_app(active, embedder=embedder, judge_backend=judge_backend)
     async with application.router.lifespan_context(application):
         yield application
 

@@ -56,6 +56,7 @@ def build_app(
         )
         app.state.services = {c.name: c.build(resources) for c in components}
         app.state.resources = resources
+        resources.start_loading()
         try:
             yield
         finally:

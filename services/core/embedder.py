@@ -75,7 +75,6 @@ class BatchedEmbedder:
         self,
         loader: Embedder | None = None,
         *,
-        load: bool = True,
         model: str = "bundled",
         device: str = "cpu",
         batch_size: int = 64,
@@ -98,15 +97,11 @@ class BatchedEmbedder:
         )
         if loader is not None:
             self._ready.set()
-        self._load_task: asyncio.Task[None] | None = None
-        self._want_load = load and loader is None
 
-    def start(self) -> None:
-        """Begin loading the model off the event loop (idempotent)."""
-        if self._want_load and self._load_task is None:
-            self._load_task = asyncio.create_task(self._load())
-
-    async def _load(self) -> None:
+    async def load(self) -> None:
+        """Load the model off the event loop (a no-op when one was passed in)."""
+        if self._embedder is not None:
+            return
         model, device, batch_size = self._spec
         try:
             self._embedder = await asyncio.to_thread(
@@ -154,7 +149,4 @@ class BatchedEmbedder:
             raise BackendUnavailable(self._error or "the embedding model is not available")
 
     async def aclose(self) -> None:
-        if self._load_task is not None and not self._load_task.done():
-            self._load_task.cancel()
-            await asyncio.gather(self._load_task, return_exceptions=True)
         await self._batcher.aclose()

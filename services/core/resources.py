@@ -6,6 +6,7 @@ passed is built from settings.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,23 @@ class Resources:
     extras: dict[str, Any] = field(default_factory=dict)
     checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    loaders: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    _loading: asyncio.Task[None] | None = None
+
+    def start_loading(self) -> None:
+        """Load every model in the background, one after the other.
+
+        One at a time on purpose: two threads importing transformers at once can see a
+        half-initialised module, and two loads would only compete for the same cores.
+        """
+        self._loading = asyncio.create_task(self._load_all())
+
+    async def _load_all(self) -> None:
+        for load in self.loaders:
+            try:
+                await load()
+            except Exception:
+                log.exception("a model failed to load")
 
     async def readiness(self) -> dict[str, bool]:
         """Each check that /health/ready reports."""
@@ -51,6 +69,9 @@ class Resources:
         return checks
 
     async def aclose(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            await asyncio.gather(self._loading, return_exceptions=True)
         for close in reversed(self.closers):
             await close()
         if self.embedder is not None:
@@ -100,5 +121,5 @@ async def open_resources(
             max_wait=settings.batch_max_wait_ms / 1000,
             metrics=metrics,
         )
-        resources.embedder.start()
+        resources.loaders.append(resources.embedder.load)
     return resources

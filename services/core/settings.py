@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="redis:// URL; default in-process cache and job runner"
     )
+    model_cache_dir: Path | None = Field(
+        default=None, description="converted model caches (default data_dir/models)"
+    )
     auto_migrate: bool = Field(
         default=True, description="run `plaudit db upgrade` at start-up (off in docker-compose)"
     )
@@ -104,8 +107,8 @@ class Settings(BaseSettings):
 
     @property
     def models_dir(self) -> Path:
-        """Where converted model caches live."""
-        return self.data_dir / "models"
+        """Where converted model caches live (``model_cache_dir``, default data_dir/models)."""
+        return self.model_cache_dir or self.data_dir / "models"
 
     @property
     def embedded(self) -> bool:

@@ -39,9 +39,9 @@ async def test_keys_and_scopes(client: httpx.AsyncClient) -> None:
     assert (await client.get("/health/live")).status_code == 200
 
 
-async def test_ready_is_503_while_the_model_cannot_load(tmp_path: Path) -> None:
+async def test_ready_is_503_while_the_model_cannot_load(tmp_path: Path, judge_backend: Any) -> None:
     settings = Settings(data_dir=tmp_path, embedder_model=str(tmp_path / "no-such-model"))  # type: ignore[call-arg]
-    app = create_app(settings)
+    app = create_app(settings, judge_backend=judge_backend)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
@@ -53,14 +53,15 @@ async def test_ready_is_503_while_the_model_cannot_load(tmp_path: Path) -> None:
             assert (await client.post("/v1/ordinal/advantages", json=ADV)).status_code == 200
 
 
-async def test_ready_and_metrics(tmp_path: Path, embedder: Embedder) -> None:
-    app = create_app(Settings(data_dir=tmp_path), embedder=embedder)  # type: ignore[call-arg]
+async def test_ready_and_metrics(tmp_path: Path, embedder: Embedder, judge_backend: Any) -> None:
+    app = create_app(Settings(data_dir=tmp_path), embedder=embedder, judge_backend=judge_backend)  # type: ignore[call-arg]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             ready = await client.get("/health/ready")
             assert ready.status_code == 200
-            assert ready.json()["checks"] == {"database": True, "cache": True, "embedder": True}
+            checks = {"database": True, "cache": True, "embedder": True, "judge": True}
+            assert ready.json()["checks"] == checks
             await client.post("/v1/ordinal/advantages", json=ADV)
             await client.post("/v1/diversity/group", json={"completions": ["a", "b"]})
             text = (await client.get("/metrics")).text
@@ -72,9 +73,9 @@ async def test_ready_and_metrics(tmp_path: Path, embedder: Embedder) -> None:
 
 
 async def test_an_unexpected_crash_is_a_500_envelope_without_traceback(
-    tmp_path: Path, embedder: Embedder
+    tmp_path: Path, embedder: Embedder, judge_backend: Any
 ) -> None:
-    app = create_app(Settings(data_dir=tmp_path), embedder=embedder)  # type: ignore[call-arg]
+    app = create_app(Settings(data_dir=tmp_path), embedder=embedder, judge_backend=judge_backend)  # type: ignore[call-arg]
 
     async def explode() -> None:
         raise RuntimeError("secret internals")

@@ -24,10 +24,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path) -> Iterator[str]:
     port = _free_port()
     data = tmp_path_factory.mktemp("serve-data")
-    env = {**os.environ, "PLAUDIT_DATA_DIR": str(data), "PLAUDIT_LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "PLAUDIT_DATA_DIR": str(data),
+        "PLAUDIT_MODEL_CACHE_DIR": str(model_cache_dir),  # the converted judge, kept across runs
+        "PLAUDIT_LOG_LEVEL": "WARNING",
+    }
     for name in ("PLAUDIT_DATABASE_URL", "PLAUDIT_REDIS_URL", "PLAUDIT_API_KEYS"):
         env.pop(name, None)
     plaudit = Path(sys.executable).with_name("plaudit")
@@ -82,3 +87,8 @@ def test_served_over_tcp(server: str) -> None:
         assert bad.status_code == 422 and bad.json()["error"]["param"] == "groups"
         assert client.get("/docs").status_code == 200
         assert "plaudit_request_latency_seconds" in client.get("/metrics").text
+        judged = client.post(
+            "/v1/judge/pairwise",
+            json={"prompt": "2 + 2?", "response_a": "4", "response_b": "5", "swap": False},
+        )
+        assert judged.status_code == 200 and judged.json()["status"] == "ok"

@@ -1,0 +1,227 @@
+"""The judge backend contract: typed batched requests, per-item results, a Protocol.
+
+A backend answers two batched questions about a chat prompt:
+
+* ``score_choices``: how likely is each candidate continuation (``"A"`` vs ``"B"``,
+  ``"1"`` .. ``"10"``) as the first thing the assistant says?
+* ``generate``: what does the assistant say?
+
+Every call returns one result per request, in request order. A bad item never raises:
+its result carries ``status != "ok"`` and an ``error`` message, and the other items of
+the batch are still answered.
+
+Example::
+
+    backend: JudgeBackend = ...
+    [res] = await backend.score_choices(
+        [ChoiceRequest(messages=[user("Which is better, A or B?")], candidates=["A", "B"])]
+    )
+    if res.ok:
+        p_a = res.probs[0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+ItemStatus = Literal["ok", "invalid", "error", "timeout"]
+"""Per-item outcome.
+
+``invalid``: the request itself cannot be served (no candidates, duplicate candidates,
+prompt longer than the backend's limit, unknown role). ``error``: the backend failed
+on this item. ``timeout``: the batch did not finish within the backend's time limit.
+"""
+
+FinishReason = Literal["stop", "length"]
+"""Why generation ended: an end-of-turn token (``stop``) or ``max_new_tokens`` (``length``)."""
+
+Role = Literal["system", "user", "assistant"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
+
+
+class ChatMessage(TypedDict):
+    """One chat turn, in the OpenAI/transformers shape ``{"role": ..., "content": ...}``."""
+
+    role: Role
+    content: str
+
+
+def user(content: str) -> ChatMessage:
+    """Build a user turn: ``user("hi") == {"role": "user", "content": "hi"}``."""
+    return {"role": "user", "content": content}
+
+
+def system(content: str) -> ChatMessage:
+    """Build a system turn."""
+    return {"role": "system", "content": content}
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceRequest:
+    """Score ``candidates`` as the start of the assistant's reply to ``messages``.
+
+    ``assistant_prefix`` is text the assistant turn is forced to begin with before the
+    candidate (for example ``"Verdict: "``). Candidates are tokenized on their own, so a
+    prefix should not end in whitespace that the tokenizer would merge into the candidate.
+    """
+
+    messages: Sequence[ChatMessage]
+    candidates: Sequence[str]
+    assistant_prefix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceResult:
+    """Log-probabilities of each candidate, aligned with ``ChoiceRequest.candidates``.
+
+    ``logprobs[i]`` is the model's log-probability of candidate ``i`` (summed over its
+    tokens). ``probs`` renormalizes over the candidates only, so it sums to 1 even when
+    the model puts mass elsewhere; ``coverage`` is the total probability the model gave
+    to the candidates (``exp(logsumexp(logprobs))``), a cheap "did it understand the
+    format" signal. On failure ``logprobs`` and ``probs`` are empty.
+    """
+
+    status: ItemStatus
+    candidates: tuple[str, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    probs: tuple[float, ...] = ()
+    coverage: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the item was scored."""
+        return self.status == "ok"
+
+    def best(self) -> str | None:
+        """The most probable candidate, or None when the item failed."""
+        if not self.ok or not self.probs:
+            return None
+        return self.candidates[max(range(len(self.probs)), key=self.probs.__getitem__)]
+
+    @classmethod
+    def from_logprobs(cls, candidates: Sequence[str], logprobs: Sequence[float]) -> ChoiceResult:
+        """Build an ``ok`` result, normalizing ``logprobs`` over the candidates."""
+        top = max(logprobs)
+        if not all(math.isfinite(lp) or lp == -math.inf for lp in logprobs) or top == -math.inf:
+            return cls.failed("error", "candidate log-probabilities are not finite")
+        weights = [math.exp(lp - top) for lp in logprobs]
+        total = sum(weights)
+        return cls(
+            status="ok",
+            candidates=tuple(candidates),
+            logprobs=tuple(float(lp) for lp in logprobs),
+            probs=tuple(w / total for w in weights),
+            coverage=min(1.0, math.exp(top) * total),
+        )
+
+    @classmethod
+    def failed(cls, status: ItemStatus, error: str) -> ChoiceResult:
+        """Build a failed result."""
+        return cls(status=status, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateRequest:
+    """Generate the assistant's reply to ``messages``.
+
+    ``temperature == 0`` is greedy decoding. With ``temperature > 0`` a ``seed`` makes
+    the sample reproducible for this item regardless of what else is in the batch.
+    """
+
+    messages: Sequence[ChatMessage]
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateResult:
+    """The generated text (special tokens removed) with its token count."""
+
+    status: ItemStatus
+    text: str = ""
+    num_tokens: int = 0
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the item was generated."""
+        return self.status == "ok"
+
+    @classmethod
+    def failed(cls, status: ItemStatus, error: str) -> GenerateResult:
+        """Build a failed result."""
+        return cls(status=status, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """What a backend is: its implementation name and the model it serves."""
+
+    name: str
+    model_id: str
+    supports_logprobs: bool = True
+    details: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class JudgeBackend(Protocol):
+    """A batched, async judge model. Implementations never raise for a single bad item."""
+
+    @property
+    def info(self) -> BackendInfo:
+        """Backend name and model id."""
+        ...
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """Score each request's candidates; one result per request, in order."""
+        ...
+
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+        """Generate a reply for each request; one result per request, in order."""
+        ...
+
+
+def validate_messages(messages: Sequence[ChatMessage]) -> str | None:
+    """Return why ``messages`` is not a usable chat prompt, or None when it is."""
+    if not messages:
+        return "messages must not be empty"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            return f"message {i} must have exactly the keys 'role' and 'content'"
+        if message["role"] not in ROLES:
+            return f"message {i} has unknown role {message['role']!r}"
+        if not isinstance(message["content"], str):
+            return f"message {i} content must be a string"
+    return None
+
+
+def validate_choice(request: ChoiceRequest) -> str | None:
+    """Return why a choice request is invalid, or None."""
+    problem = validate_messages(request.messages)
+    if problem:
+        return problem
+    if not request.candidates:
+        return "candidates must not be empty"
+    if any(not isinstance(c, str) or not c for c in request.candidates):
+        return "candidates must be non-empty strings"
+    if len(set(request.candidates)) != len(request.candidates):
+        return "candidates must be distinct"
+    return None
+
+
+def validate_generate(request: GenerateRequest) -> str | None:
+    """Return why a generate request is invalid, or None."""
+    problem = validate_messages(request.messages)
+    if problem:
+        return problem
+    if request.max_new_tokens < 1:
+        return "max_new_tokens must be at least 1"
+    if not math.isfinite(request.temperature) or request.temperature < 0:
+        return "temperature must be a finite number >= 0"
+    return None

@@ -1,0 +1,126 @@
+"""Batch plumbing shared by the transformers runtime: rows, left padding, chunking.
+
+Rows are sorted by length and cut into chunks so that one forward pass pads little; a
+chunk that fails marks only its own items, and a chunk that starts after the deadline is
+not run at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+
+from judges.backends.base import ChoiceResult, GenerateResult, ItemStatus
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R", ChoiceResult, GenerateResult)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One tokenized prompt of a batch.
+
+    ``owner`` is the index of the request it serves; ``weight`` how many extra rows it
+    adds to a forward pass (a choice prompt's multi-token candidates), see
+    :func:`run_in_chunks`.
+    """
+
+    owner: int
+    ids: list[int]
+    weight: int = 0
+
+
+def pad_left(
+    rows: list[Row], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Left-padded ``input_ids``, ``attention_mask`` and ``position_ids`` for ``rows``.
+
+    Position ids count real tokens only (``cumsum(mask) - 1``), so a padded row sees the
+    same positions as it would alone.
+    """
+    width = max(len(row.ids) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row.ids) :] = torch.tensor(row.ids)
+        mask[i, width - len(row.ids) :] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), positions.to(device)
+
+
+def run_in_chunks(
+    rows: list[Row],
+    max_batch_size: int,
+    run: Callable[[list[Row]], None],
+    results: list[R | None],
+    failed: Callable[[ItemStatus, str], R],
+    deadline: float | None,
+) -> None:
+    """Call ``run`` on length-sorted chunks under ``torch.inference_mode``.
+
+    A chunk holds at most ``max_batch_size`` rows and at most ``max_batch_size`` rows of
+    weight, unless one row outweighs that alone. A chunk that raises gets ``error``
+    results for its owners; chunks reached after ``deadline`` (a ``time.monotonic()``
+    value) get ``timeout`` results.
+    """
+    for chunk in _chunks(sorted(rows, key=lambda row: len(row.ids)), max_batch_size):
+        owners = {row.owner for row in chunk}
+        if deadline is not None and time.monotonic() > deadline:
+            for owner in owners:
+                results[owner] = failed("timeout", "deadline exceeded before the batch ran")
+            continue
+        try:
+            with torch.inference_mode():
+                run(chunk)
+        except Exception as exc:
+            logger.exception("batch of %d rows failed", len(chunk))
+            for owner in owners:
+                results[owner] = failed("error", f"{type(exc).__name__}: {exc}")
+
+
+def _chunks(rows: list[Row], limit: int) -> list[list[Row]]:
+    chunks: list[list[Row]] = []
+    for row in rows:
+        last = chunks[-1] if chunks else None
+        if (
+            last is not None
+            and len(last) < limit
+            and sum(r.weight for r in last) + row.weight <= limit
+        ):
+            last.append(row)
+        else:
+            chunks.append([row])
+    return chunks
+
+
+def has_prefix_pair(tokenized: list[list[int]]) -> bool:
+    """True when some candidate's tokens are a proper prefix of another's."""
+    return any(len(a) < len(b) and b[: len(a)] == a for a in tokenized for b in tokenized)
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The tokenizer's pad id, else its EOS id, else 0 (padding is masked anyway)."""
+    for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if candidate is not None:
+            return int(candidate)
+    return 0
+
+
+def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """End-of-turn ids: the tokenizer's EOS first, then the generation config's."""
+    ids: list[int] = []
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in configured if isinstance(configured, list) else [configured]:
+        if value is not None and int(value) not in ids:
+            ids.append(int(value))
+    if not ids:
+        raise ValueError("the tokenizer defines no end-of-sequence token")
+    return ids

@@ -1,0 +1,352 @@
+"""Synchronous batched inference on a transformers causal LM (runs in a worker thread).
+
+:class:`HFRuntime` owns a loaded model and tokenizer and implements the two backend
+operations as blocking calls; :mod:`judges.backends.local` wraps it for asyncio.
+
+Batching: prompts are sorted by length, cut into chunks of ``max_batch_size``, left
+padded, and given explicit position ids (``cumsum(mask) - 1``), so a padded row computes
+what it would alone, up to float rounding.
+
+Choice scoring reads every candidate's first token from one forward pass over the prompt
+(single-token candidates such as ``"A"``/``"B"`` need nothing more). Candidates with more
+tokens are teacher-forced: their remaining tokens run on a copy of the prompt's KV cache
+and their token log-probabilities are summed, so a 1..10 grade scale costs one prompt
+pass plus a short one. If one candidate's tokens are a prefix of another's (``"1"`` and
+``"10"``), every candidate is scored with the end-of-turn token appended, so ``"1"`` means
+"exactly 1" rather than "starts with 1". Candidates are tokenized on their own, not
+merged with the text before them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from judges.backends.base import (
+    ChatMessage,
+    ChoiceRequest,
+    ChoiceResult,
+    GenerateRequest,
+    GenerateResult,
+    validate_choice,
+    validate_generate,
+)
+from judges.backends.batching import (
+    Row,
+    has_prefix_pair,
+    pad_left,
+    pad_token_id,
+    run_in_chunks,
+    stop_token_ids,
+)
+
+logger = logging.getLogger(__name__)
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+class HFRuntime:
+    """A loaded causal LM with batched choice scoring and generation (blocking)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 8,
+        max_input_tokens: int = 2048,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.max_input_tokens = max_input_tokens
+        self.device = next(model.parameters()).device
+        self.pad_id = pad_token_id(tokenizer)
+        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+        # transformers 5.2x renamed ``past_key_values`` to ``cache``; accept both.
+        forward_params = inspect.signature(model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+
+    @classmethod
+    def load(
+        cls, model_dir: Path, *, device: str = "cpu", dtype: str = "float32", **kwargs: Any
+    ) -> HFRuntime:
+        """Load a HF directory (local files only) onto ``device``."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            str(model_dir), dtype=DTYPES[dtype], local_files_only=True
+        )
+        model.to(device).eval()
+        return cls(model, tokenizer, **kwargs)
+
+    # -- prompts ---------------------------------------------------------------------
+
+    def encode_prompt(
+        self, messages: Sequence[ChatMessage], assistant_prefix: str = ""
+    ) -> list[int]:
+        """Token ids of ``messages`` with the chat template and an open assistant turn."""
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        ids: list[int] = self.tokenizer.encode(text + assistant_prefix, add_special_tokens=False)
+        return ids
+
+    def encode_candidate(self, candidate: str) -> list[int]:
+        """Token ids of a candidate on its own."""
+        ids: list[int] = self.tokenizer.encode(candidate, add_special_tokens=False)
+        return ids
+
+    # -- choice scoring --------------------------------------------------------------
+
+    def score_choices(
+        self, requests: Sequence[ChoiceRequest], deadline: float | None = None
+    ) -> list[ChoiceResult]:
+        """Score every request; never raises for a single item."""
+        results: list[ChoiceResult | None] = [None] * len(requests)
+        rows: list[Row] = []
+        targets: dict[int, list[list[int]]] = {}
+        for index, request in enumerate(requests):
+            try:
+                prepared = self._prepare_choice(request)
+            except Exception as exc:  # a tokenizer/template failure is this item's problem
+                logger.warning("choice item %d failed to encode: %s", index, exc)
+                results[index] = ChoiceResult.failed("error", f"encoding failed: {exc}")
+                continue
+            if isinstance(prepared, ChoiceResult):
+                results[index] = prepared
+                continue
+            prompt, targets[index] = prepared
+            rows.append(Row(index, prompt, weight=sum(len(t) > 1 for t in targets[index])))
+
+        def run(chunk: list[Row]) -> None:
+            scores = self._score_chunk(chunk, [targets[row.owner] for row in chunk])
+            for row, values in zip(chunk, scores, strict=True):
+                results[row.owner] = ChoiceResult.from_logprobs(
+                    requests[row.owner].candidates, values
+                )
+
+        run_in_chunks(rows, self.max_batch_size, run, results, ChoiceResult.failed, deadline)
+        return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _prepare_choice(
+        self, request: ChoiceRequest
+    ) -> ChoiceResult | tuple[list[int], list[list[int]]]:
+        """The prompt's ids and each candidate's target ids, or why the item is invalid."""
+        problem = validate_choice(request)
+        if problem:
+            return ChoiceResult.failed("invalid", problem)
+        prompt = self.encode_prompt(request.messages, request.assistant_prefix)
+        tokenized = [self.encode_candidate(c) for c in request.candidates]
+        if any(not ids for ids in tokenized):
+            return ChoiceResult.failed("invalid", "a candidate encodes to no tokens")
+        if has_prefix_pair(tokenized):
+            tokenized = [[*ids, self.stop_ids[0]] for ids in tokenized]
+        longest = len(prompt) + max(len(ids) for ids in tokenized)
+        if longest > min(self.max_input_tokens, self.max_positions):
+            return ChoiceResult.failed("invalid", f"prompt too long ({len(prompt)} tokens)")
+        return prompt, tokenized
+
+    def _score_chunk(self, rows: list[Row], targets: list[list[list[int]]]) -> list[list[float]]:
+        """Summed log-probabilities of each row's target sequences after its prompt.
+
+        One pass over the prompts gives every candidate's first token; candidates with
+        more tokens continue from the prompts' KV cache, copied once per candidate.
+        """
+        input_ids, mask, positions = pad_left(rows, self.pad_id, self.device)
+        continued = [
+            (i, j) for i, cands in enumerate(targets) for j, t in enumerate(cands) if len(t) > 1
+        ]
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=bool(continued),
+            logits_to_keep=1,
+        )
+        first = torch.log_softmax(output.logits[:, -1, :].float(), dim=-1)
+        scores = [[float(first[i, t[0]]) for t in cands] for i, cands in enumerate(targets)]
+        if continued:
+            tails = [targets[i][j] for i, j in continued]
+            owners = torch.tensor([i for i, _ in continued], device=self.device)
+            for k, value in enumerate(self._continue(output, mask, positions, owners, tails)):
+                i, j = continued[k]
+                scores[i][j] += value
+        return scores
+
+    def _continue(
+        self,
+        output: Any,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        owners: torch.Tensor,
+        targets: list[list[int]],
+    ) -> list[float]:
+        """Log-probability of each ``target[1:]`` given its cached prompt and ``target[0]``."""
+        cache = _output_cache(output)
+        cache.reorder_cache(owners)  # one copy of the prompt's cache per continued candidate
+        width = max(len(t) for t in targets) - 1
+        ids = torch.full((len(targets), width), self.pad_id, dtype=torch.long)
+        tail_mask = torch.zeros((len(targets), width), dtype=torch.long)
+        for r, target in enumerate(targets):
+            ids[r, : len(target) - 1] = torch.tensor(target[:-1])
+            tail_mask[r, : len(target) - 1] = 1
+        steps = torch.arange(1, width + 1, device=self.device)
+        logits = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=torch.cat([mask[owners], tail_mask.to(self.device)], dim=1),
+            position_ids=positions[owners, -1:] + steps,
+            use_cache=True,
+            **{self._cache_kwarg: cache},
+        ).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        # position p (fed target[p]) predicts target[p + 1]
+        return [
+            float(
+                logprobs[r, : len(t) - 1]
+                .gather(-1, torch.tensor(t[1:], device=self.device)[:, None])
+                .sum()
+            )
+            for r, t in enumerate(targets)
+        ]
+
+    # -- generation ------------------------------------------------------------------
+
+    def generate(
+        self, requests: Sequence[GenerateRequest], deadline: float | None = None
+    ) -> list[GenerateResult]:
+        """Generate for every request; never raises for a single item."""
+        results: list[GenerateResult | None] = [None] * len(requests)
+        rows: list[Row] = []
+        for index, request in enumerate(requests):
+            problem = validate_generate(request)
+            if problem:
+                results[index] = GenerateResult.failed("invalid", problem)
+                continue
+            try:
+                ids = self.encode_prompt(request.messages)
+            except Exception as exc:
+                logger.warning("generate item %d failed to encode: %s", index, exc)
+                results[index] = GenerateResult.failed("error", f"encoding failed: {exc}")
+                continue
+            if (
+                len(ids) > self.max_input_tokens
+                or len(ids) + request.max_new_tokens > self.max_positions
+            ):
+                results[index] = GenerateResult.failed(
+                    "invalid", f"prompt too long ({len(ids)} tokens)"
+                )
+                continue
+            rows.append(Row(index, ids))
+
+        def run(chunk: list[Row]) -> None:
+            for row, result in zip(
+                chunk,
+                self._decode(chunk, [requests[r.owner] for r in chunk], deadline),
+                strict=True,
+            ):
+                results[row.owner] = result
+
+        run_in_chunks(rows, self.max_batch_size, run, results, GenerateResult.failed, deadline)
+        return [
+            r if r is not None else GenerateResult.failed("error", "not generated") for r in results
+        ]
+
+    def _decode(
+        self, rows: list[Row], requests: list[GenerateRequest], deadline: float | None
+    ) -> list[GenerateResult]:
+        """Batched incremental decoding with a KV cache and per-row sampling settings."""
+        input_ids, mask, positions = pad_left(rows, self.pad_id, self.device)
+        generators = [_generator(r.seed) if r.temperature > 0 else None for r in requests]
+        budgets = torch.tensor([r.max_new_tokens for r in requests], device=self.device)
+        stop = torch.tensor(self.stop_ids, device=self.device)
+        tokens: list[list[int]] = [[] for _ in rows]
+        done = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
+        stopped = torch.zeros_like(done)
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        for step in range(int(budgets.max())):
+            if deadline is not None and time.monotonic() > deadline:
+                return [
+                    GenerateResult.failed("timeout", "deadline exceeded while generating")
+                ] * len(rows)
+            chosen = self._next_tokens(output.logits[:, -1, :].float(), requests, generators, done)
+            hit_stop = torch.isin(chosen, stop) & ~done
+            for i in torch.nonzero(~done & ~hit_stop).flatten().tolist():
+                tokens[i].append(int(chosen[i]))
+            stopped |= hit_stop
+            done |= hit_stop | (budgets <= step + 1)
+            if bool(done.all()):
+                break
+            chosen = torch.where(done, torch.full_like(chosen, self.pad_id), chosen)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            positions = positions[:, -1:] + 1
+            output = self.model(
+                input_ids=chosen[:, None],
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_kwarg: _output_cache(output)},
+            )
+        return [self._result(ids, bool(hit)) for ids, hit in zip(tokens, stopped, strict=True)]
+
+    def _next_tokens(
+        self,
+        logits: torch.Tensor,
+        requests: list[GenerateRequest],
+        generators: list[torch.Generator | None],
+        done: torch.Tensor,
+    ) -> torch.Tensor:
+        """Greedy picks for every row, then a seeded sample for rows with temperature > 0."""
+        chosen = logits.argmax(dim=-1)
+        for i, (request, generator) in enumerate(zip(requests, generators, strict=True)):
+            if generator is not None and not bool(done[i]):
+                chosen[i] = _sample(logits[i], request.temperature, generator)
+        return chosen
+
+    def _result(self, tokens: list[int], stopped: bool) -> GenerateResult:
+        return GenerateResult(
+            status="ok",
+            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+            num_tokens=len(tokens),
+            finish_reason="stop" if stopped else "length",
+        )
+
+
+def _output_cache(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if not math.isfinite(float(probs.sum())):
+        return int(torch.argmax(logits))
+    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
+
+
+def _generator(seed: int | None) -> torch.Generator:
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator

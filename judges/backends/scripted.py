@@ -1,0 +1,103 @@
+"""A deterministic backend driven by plain functions, for unit tests of service logic.
+
+It is the contract without a model: it validates requests the way real backends do and
+turns any exception raised by a script into that item's ``error`` status. Real-model
+tests use :class:`judges.backends.local.LocalBackend`; this one is for pure logic
+(aggregation, order swaps, error paths) where a chosen reply must come back.
+
+Example::
+
+    backend = ScriptedBackend(choose=lambda req: [-0.1, -2.3])  # always prefers "A"
+    [res] = await backend.score_choices([ChoiceRequest([user("?")], ["A", "B"])])
+    assert res.best() == "A"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from judges.backends.base import (
+    BackendInfo,
+    ChoiceRequest,
+    ChoiceResult,
+    GenerateRequest,
+    GenerateResult,
+    validate_choice,
+    validate_generate,
+)
+
+ChooseScript = Callable[[ChoiceRequest], Sequence[float]]
+GenerateScript = Callable[[GenerateRequest], str]
+
+
+def uniform_choice(request: ChoiceRequest) -> list[float]:
+    """Equal log-probability for every candidate (the default script)."""
+    return [0.0] * len(request.candidates)
+
+
+def echo_reply(request: GenerateRequest) -> str:
+    """Reply with the last message's content (the default script)."""
+    return request.messages[-1]["content"]
+
+
+class ScriptedBackend:
+    """A :class:`~judges.backends.base.JudgeBackend` whose answers come from functions.
+
+    ``choose`` returns one log-probability per candidate; ``reply`` returns the generated
+    text (cut to ``max_new_tokens`` whitespace-separated words). ``calls`` records every
+    request batch, so a test can check what the service sent.
+    """
+
+    def __init__(
+        self,
+        choose: ChooseScript = uniform_choice,
+        reply: GenerateScript = echo_reply,
+        model_id: str = "scripted",
+    ) -> None:
+        self._choose = choose
+        self._reply = reply
+        self._model_id = model_id
+        self.calls: list[list[ChoiceRequest] | list[GenerateRequest]] = []
+
+    @property
+    def info(self) -> BackendInfo:
+        """Backend name ``scripted`` and the given model id."""
+        return BackendInfo(name="scripted", model_id=self._model_id)
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+        """Score each request with the ``choose`` script."""
+        self.calls.append(list(requests))
+        return [self._score(request) for request in requests]
+
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+        """Answer each request with the ``reply`` script."""
+        self.calls.append(list(requests))
+        return [self._generate(request) for request in requests]
+
+    def _score(self, request: ChoiceRequest) -> ChoiceResult:
+        problem = validate_choice(request)
+        if problem:
+            return ChoiceResult.failed("invalid", problem)
+        try:
+            logprobs = list(self._choose(request))
+        except Exception as exc:
+            return ChoiceResult.failed("error", f"{type(exc).__name__}: {exc}")
+        if len(logprobs) != len(request.candidates):
+            return ChoiceResult.failed("error", "script returned the wrong number of scores")
+        return ChoiceResult.from_logprobs(request.candidates, logprobs)
+
+    def _generate(self, request: GenerateRequest) -> GenerateResult:
+        problem = validate_generate(request)
+        if problem:
+            return GenerateResult.failed("invalid", problem)
+        try:
+            words = self._reply(request).split(" ")
+        except Exception as exc:
+            return GenerateResult.failed("error", f"{type(exc).__name__}: {exc}")
+        truncated = len(words) > request.max_new_tokens
+        return GenerateResult(
+            status="ok",
+            text=" ".join(words[: request.max_new_tokens]),
+            num_tokens=min(len(words), request.max_new_tokens),
+            finish_reason="length" if truncated else "stop",
+        )

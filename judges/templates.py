@@ -1,0 +1,243 @@
+"""Versioned judge prompt templates shipped with the package, loaded as ``name@version``.
+
+Each template is a TOML file ``judges/templates/<name>@<version>.toml`` with a system and
+a user message using ``$variable`` placeholders (:class:`string.Template`). A published
+version is never edited: a change is a new version, so a training run that names
+``pairwise@1`` keeps getting the same prompt.
+
+Completions and prompts are data, not instructions: the template puts each one inside a
+tag block (``<response_a> ... </response_a>``) and tells the judge to ignore instructions
+inside the blocks. When rendering, any fence tag that appears inside a value is defused
+(``</response_a>`` becomes ``[/response_a]``), so a completion cannot close its block
+and speak to the judge directly.
+
+Example::
+
+    template = load_template("pairwise@1")
+    prompt = template.render(question="2+2?", response_a="4", response_b="5")
+    request = prompt.choice_request()  # candidates ("A", "B")
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+import string
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from judges.backends.base import ChatMessage, ChoiceRequest, GenerateRequest
+
+TemplateKind = Literal["choice", "generate"]
+GRADES: Final = "grades"
+"""``choices = "grades"`` in a template file: the candidates are ``"1"`` .. ``str(k)``."""
+MIN_GRADES, MAX_GRADES = 2, 100
+
+_REF = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)(?:@(?P<version>[1-9][0-9]*))?$")
+_FILE = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)@(?P<version>[1-9][0-9]*)\.toml$")
+
+
+class TemplateNotFoundError(KeyError):
+    """No template has this name (or this version). The service answers it with a 422."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "template not found"
+
+
+class TemplateError(ValueError):
+    """A template cannot be rendered with the given values, or its file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedPrompt:
+    """A rendered template: chat messages plus what to score or parse."""
+
+    template: str
+    messages: tuple[ChatMessage, ...]
+    candidates: tuple[str, ...]
+    assistant_prefix: str = ""
+    parser: str = ""
+
+    def choice_request(self) -> ChoiceRequest:
+        """A backend request that scores this prompt's candidates."""
+        if not self.candidates:
+            raise TemplateError(f"template {self.template} has no candidates to score")
+        return ChoiceRequest(
+            messages=list(self.messages),
+            candidates=list(self.candidates),
+            assistant_prefix=self.assistant_prefix,
+        )
+
+    def generate_request(
+        self, max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None
+    ) -> GenerateRequest:
+        """A backend request that generates a reply to this prompt."""
+        return GenerateRequest(
+            messages=list(self.messages),
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """One version of a judge prompt. Build it with :func:`load_template`."""
+
+    name: str
+    version: int
+    kind: TemplateKind
+    description: str
+    system: str
+    user: str
+    parser: str
+    choices: tuple[str, ...] | Literal["grades"]
+    fences: tuple[str, ...]
+    assistant_prefix: str = ""
+    defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        """``name@version``."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """Placeholders the template uses (``k`` included for graded templates)."""
+        names = set(string.Template(self.system).get_identifiers())
+        names |= set(string.Template(self.user).get_identifiers())
+        if self.choices == GRADES:
+            names.add("k")
+        return frozenset(names)
+
+    def render(self, **values: Any) -> RenderedPrompt:
+        """Fill the placeholders; every variable without a default is required.
+
+        Graded templates take ``k`` (an int from 2 to 100), which also sets the candidates.
+        Raises :class:`TemplateError` for a missing, unknown or ill-typed value.
+        """
+        merged = {**self.defaults, **values}
+        missing = sorted(self.variables - merged.keys())
+        unknown = sorted(merged.keys() - self.variables)
+        if missing or unknown:
+            raise TemplateError(
+                f"{self.ref}: missing variables {missing}, unknown variables {unknown}"
+            )
+        candidates = self._candidates(merged)
+        text_values = {key: self._defuse(_as_text(key, value)) for key, value in merged.items()}
+        messages: list[ChatMessage] = []
+        if self.system:
+            messages.append(
+                {"role": "system", "content": string.Template(self.system).substitute(text_values)}
+            )
+        messages.append(
+            {"role": "user", "content": string.Template(self.user).substitute(text_values)}
+        )
+        return RenderedPrompt(
+            self.ref, tuple(messages), candidates, self.assistant_prefix, self.parser
+        )
+
+    def _candidates(self, values: Mapping[str, Any]) -> tuple[str, ...]:
+        if isinstance(self.choices, tuple):
+            return self.choices
+        k = values["k"]
+        if isinstance(k, bool) or not isinstance(k, int) or not MIN_GRADES <= k <= MAX_GRADES:
+            raise TemplateError(
+                f"{self.ref}: k must be an integer from {MIN_GRADES} to {MAX_GRADES}"
+            )
+        return tuple(str(grade) for grade in range(1, k + 1))
+
+    def _defuse(self, text: str) -> str:
+        if not self.fences:
+            return text
+        tags = "|".join(re.escape(tag) for tag in self.fences)
+        return re.sub(rf"<\s*(/?)\s*({tags})\s*>", r"[\1\2]", text, flags=re.IGNORECASE)
+
+
+def load_template(ref: str) -> PromptTemplate:
+    """Load ``name@version``, or the latest version for a bare ``name``.
+
+    Raises :class:`TemplateNotFoundError` (a ``KeyError``) for an unknown name or version.
+    """
+    match = _REF.match(ref.strip()) if isinstance(ref, str) else None
+    if match is None:
+        raise TemplateNotFoundError(
+            f"malformed template reference {ref!r}; expected 'name@version'"
+        )
+    catalog = _catalog()
+    name = match["name"]
+    versions = catalog.get(name)
+    if not versions:
+        raise TemplateNotFoundError(
+            f"unknown template {name!r}; available: {', '.join(available_templates())}"
+        )
+    version = int(match["version"]) if match["version"] else max(versions)
+    if version not in versions:
+        known = ", ".join(f"{name}@{v}" for v in sorted(versions))
+        raise TemplateNotFoundError(f"unknown version {name}@{version}; available: {known}")
+    return versions[version]
+
+
+def available_templates() -> list[str]:
+    """Every shipped ``name@version``, sorted."""
+    return sorted(
+        f"{name}@{version}" for name, versions in _catalog().items() for version in versions
+    )
+
+
+@functools.cache
+def _catalog() -> dict[str, dict[int, PromptTemplate]]:
+    catalog: dict[str, dict[int, PromptTemplate]] = {}
+    for entry in importlib.resources.files("judges").joinpath("templates").iterdir():
+        match = _FILE.match(entry.name)
+        if match is None:
+            continue
+        template = parse_template(
+            tomllib.loads(entry.read_text(encoding="utf-8")), source=entry.name
+        )
+        if (template.name, template.version) != (match["name"], int(match["version"])):
+            raise TemplateError(f"{entry.name}: name/version inside differ from the file name")
+        catalog.setdefault(template.name, {})[template.version] = template
+    return catalog
+
+
+def parse_template(data: Mapping[str, Any], source: str = "<template>") -> PromptTemplate:
+    """Build a :class:`PromptTemplate` from a parsed TOML table, checking its fences."""
+    try:
+        choices = data["choices"]
+        if isinstance(choices, str) and choices != GRADES:
+            raise ValueError(f"choices must be a list or {GRADES!r}")
+        template = PromptTemplate(
+            name=str(data["name"]),
+            version=int(data["version"]),
+            kind=data["kind"],
+            description=str(data["description"]),
+            system=str(data.get("system", "")),
+            user=str(data["user"]),
+            parser=str(data.get("parser", "")),
+            choices=GRADES if choices == GRADES else tuple(str(c) for c in list(choices)),
+            fences=tuple(str(f) for f in data.get("fences", ())),
+            assistant_prefix=str(data.get("assistant_prefix", "")),
+            defaults={str(k): str(v) for k, v in data.get("defaults", {}).items()},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TemplateError(f"{source}: malformed template ({exc})") from exc
+    if template.kind not in ("choice", "generate"):
+        raise TemplateError(f"{source}: kind must be 'choice' or 'generate'")
+    for tag in template.fences:
+        if f"<{tag}>" not in template.user or f"</{tag}>" not in template.user:
+            raise TemplateError(
+                f"{source}: fence <{tag}> ... </{tag}> missing from the user message"
+            )
+    return template
+
+
+def _as_text(key: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TemplateError(f"variable {key!r} must be a string, not {type(value).__name__}")

@@ -1,0 +1,111 @@
+"""``plaudit eval ...``: measure judges against human judgments."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+eval_app = typer.Typer(help="Measure judges against human judgments.")
+
+
+@eval_app.command("judge")
+def judge(
+    data: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="MT-Bench votes JSONL")],
+    backend: Annotated[
+        str | None, typer.Option(help="local, openai or vllm (default settings)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="judge model (default settings)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="openai backend URL")] = None,
+    method: Annotated[
+        str, typer.Option(help="pairwise (both orders) or scale (grade each answer alone)")
+    ] = "pairwise",
+    k: Annotated[int, typer.Option(min=2, max=100, help="scale method: grades 1..K")] = 10,
+    mode: Annotated[str, typer.Option(help="logprob or generate")] = "logprob",
+    swap: Annotated[bool, typer.Option(help="judge both orders")] = True,
+    template: Annotated[str | None, typer.Option(help="template name@version")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="stratified sample size")] = None,
+    seed: Annotated[int, typer.Option(help="sample seed")] = 0,
+    non_tie_only: Annotated[bool, typer.Option(help="sample only human non-tie votes")] = False,
+    max_chars: Annotated[int, typer.Option(min=100, help="truncate each answer")] = 1500,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="generate mode budget")] = 128,
+    batch: Annotated[int, typer.Option(min=1, help="votes judged concurrently")] = 4,
+    out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
+) -> None:
+    """Agreement of a judge with MT-Bench human votes, with a table and a JSON report."""
+    from services.core.settings import get_settings
+    from services.judge import evaluation as ev
+    from services.judge.schemas import JudgeOptions
+
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "judge_backend": backend,
+            "judge_model": model,
+            "judge_base_url": base_url,
+        }.items()
+        if v is not None
+    }
+    settings = get_settings().model_copy(update=overrides)
+    votes = ev.stratified_sample(ev.load_votes(data), limit, seed, non_tie_only=non_tie_only)
+    options = JudgeOptions(mode=mode, swap=swap, template=template, max_new_tokens=max_new_tokens)
+    started = time.monotonic()
+    if method not in ("pairwise", "scale"):
+        raise typer.BadParameter("choose pairwise or scale", param_hint="--method")
+    outcomes = asyncio.run(_run(settings, votes, options, max_chars, batch, method, k))
+    config = {
+        "data": str(data),
+        "backend": settings.judge_backend,
+        "model": settings.judge_model,
+        "method": method,
+        "k": k if method == "scale" else None,
+        "mode": mode,
+        "swap": swap,
+        "template": template,
+        "limit": limit,
+        "seed": seed,
+        "non_tie_only": non_tie_only,
+        "max_chars": max_chars,
+        "max_new_tokens": max_new_tokens,
+        "votes": len(votes),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    rep = ev.report(outcomes, config)
+    typer.echo(ev.table(rep))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rep, indent=2))
+        typer.echo(f"report written to {out}")
+
+
+async def _run(
+    settings: Any, votes: Any, options: Any, max_chars: int, batch: int, method: str, k: int
+) -> Any:
+    from services.core.cache import MemoryCache
+    from services.judge import evaluation as ev
+    from services.judge.backend_factory import make_backend
+    from services.judge.cached import CachedJudge
+    from services.judge.service import JudgeService
+
+    backend = make_backend(settings)
+    start = getattr(backend, "start", None)
+    if start is not None:
+        await start()
+    service = JudgeService(settings, CachedJudge(backend, MemoryCache()), None)
+    try:
+        with typer.progressbar(length=len(votes), label="judging votes") as bar:
+            if method == "scale":
+                return await ev.grade_votes(
+                    service, votes, k=k, max_chars=max_chars, batch=batch, progress=bar.update
+                )
+            return await ev.judge_votes(
+                service, votes, options, max_chars=max_chars, batch=batch, progress=bar.update
+            )
+    finally:
+        close = getattr(backend, "aclose", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,70 @@
+"""Build the judge backend that settings ask for (imports are lazy: torch only for ``local``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from judges.backends.base import JudgeBackend
+from services.core.settings import Settings
+
+
+def make_backend(settings: Settings) -> JudgeBackend:
+    """``local`` (transformers, the default), ``openai`` (any compatible server) or ``vllm``."""
+    kind = settings.judge_backend
+    if kind == "local":
+        from judges.backends.local import LocalBackend
+
+        return LocalBackend(
+            settings.judge_model,
+            cache_dir=settings.models_dir,
+            device=settings.judge_device,
+            max_batch_size=settings.judge_max_batch_size,
+            max_input_tokens=settings.judge_max_input_tokens,
+            timeout_s=settings.judge_timeout_s,
+        )
+    if kind == "openai":
+        return _openai(settings)
+    if kind == "vllm":
+        return _vllm(settings)
+    raise ValueError(f"unknown judge backend {kind!r}: choose local, openai or vllm")
+
+
+def _openai(settings: Settings) -> JudgeBackend:
+    from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
+    from judges.limits import make_limiter
+
+    if not settings.judge_base_url or not settings.judge_model:
+        raise ValueError(
+            "the openai judge backend needs PLAUDIT_JUDGE_BASE_URL (with /v1) and "
+            "PLAUDIT_JUDGE_MODEL (the served model name)"
+        )
+    config = OpenAIConfig(
+        settings.judge_base_url,
+        settings.judge_model,
+        api_key=settings.judge_api_key,
+        timeout_s=settings.judge_timeout_s,
+        max_concurrency=settings.judge_max_concurrency,
+    )
+    # Limits are shared by every Plaudit process through Redis when it is configured.
+    limiter = make_limiter(
+        settings.redis_url,
+        name=f"judge:{settings.judge_base_url}:{settings.judge_model}",
+        max_concurrency=settings.judge_max_concurrency,
+        rpm=settings.judge_rpm,
+    )
+    return OpenAIBackend(config, limiter=limiter)
+
+
+def _vllm(settings: Settings) -> JudgeBackend:
+    from judges.backends.vllm_backend import VLLMBackend
+
+    return VLLMBackend(
+        settings.judge_model,
+        cache_dir=settings.models_dir,
+        timeout_s=settings.judge_timeout_s,
+    )
+
+
+def is_started(backend: Any) -> bool:
+    """Backends that load a model say so through ``started``; remote ones are always ready."""
+    return bool(getattr(backend, "started", True))

@@ -1,0 +1,152 @@
+"""A content-addressed cache in front of a judge backend, with in-flight sharing.
+
+The key hashes everything that decides a verdict: backend, model id, the operation, its
+parameters and the full rendered messages (which carry the template version). Identical
+requests that arrive while one is being computed wait for that one instead of calling the
+backend again. Only successful results are cached; failures are retried next time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from judges.backends.base import (
+    ChoiceRequest,
+    ChoiceResult,
+    GenerateRequest,
+    GenerateResult,
+    JudgeBackend,
+)
+from services.core.cache import Cache
+from services.core.metrics import Metrics
+
+Req = TypeVar("Req", ChoiceRequest, GenerateRequest)
+Res = TypeVar("Res", ChoiceResult, GenerateResult)
+
+
+class CachedJudge:
+    """Wraps a :class:`JudgeBackend`; same calls plus ``use_cache``."""
+
+    def __init__(
+        self,
+        backend: JudgeBackend,
+        cache: Cache,
+        *,
+        ttl: float | None = 7 * 24 * 3600,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.backend = backend
+        self._cache = cache
+        self._ttl = ttl
+        self._metrics = metrics
+        self._inflight: dict[str, asyncio.Future[Any]] = {}
+
+    def key(self, op: str, request: ChoiceRequest | GenerateRequest) -> str:
+        info = self.backend.info
+        payload = {
+            "backend": info.name,
+            "model": info.model_id,
+            "op": op,
+            "request": dataclasses.asdict(request),
+        }
+        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
+        return f"judge:{hashlib.sha256(raw.encode()).hexdigest()}"
+
+    async def score_choices(
+        self, requests: Sequence[ChoiceRequest], *, use_cache: bool = True
+    ) -> list[ChoiceResult]:
+        if not use_cache:
+            return await self.backend.score_choices(requests)
+        return await self._run("choices", requests, self.backend.score_choices, ChoiceResult)
+
+    async def generate(
+        self, requests: Sequence[GenerateRequest], *, use_cache: bool = True
+    ) -> list[GenerateResult]:
+        # A sample at temperature > 0 without a seed is meant to differ each time.
+        cacheable = use_cache and all(r.temperature == 0 or r.seed is not None for r in requests)
+        if not cacheable:
+            return await self.backend.generate(requests)
+        return await self._run("generate", requests, self.backend.generate, GenerateResult)
+
+    async def _run(
+        self,
+        op: str,
+        requests: Sequence[Req],
+        call: Callable[[Sequence[Req]], Awaitable[list[Res]]],
+        result_type: type[Res],
+    ) -> list[Res]:
+        keys = [self.key(op, r) for r in requests]
+        results: dict[str, Res] = {}
+        waiting: dict[str, asyncio.Future[Any]] = {}
+        owned: dict[str, asyncio.Future[Any]] = {}
+        todo: dict[str, Req] = {}
+        loop = asyncio.get_running_loop()
+        # Claim every key before the first await, so a request arriving during our cache
+        # lookup waits for us instead of calling the backend a second time.
+        for key, request in zip(keys, requests, strict=True):
+            if key in owned or key in waiting:
+                continue
+            if key in self._inflight:
+                waiting[key] = self._inflight[key]
+            else:
+                owned[key] = self._inflight[key] = loop.create_future()
+                todo[key] = request
+        try:
+            for key in list(todo):
+                cached = await self._cache.get(key)
+                if cached is not None:
+                    results[key] = _decode(result_type, cached)
+                    owned[key].set_result(results[key])
+                    del todo[key]
+                    self._count("hit")
+            if todo:
+                await self._compute(todo, call, results, owned)
+        except BaseException as exc:
+            for future in owned.values():
+                if not future.done():
+                    future.set_exception(exc)
+                    future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            for key in owned:
+                self._inflight.pop(key, None)
+        for key, future in waiting.items():
+            results[key] = await asyncio.shield(future)
+            self._count("shared")
+        return [results[k] for k in keys]
+
+    async def _compute(
+        self,
+        todo: dict[str, Req],
+        call: Callable[[Sequence[Req]], Awaitable[list[Res]]],
+        results: dict[str, Res],
+        futures: dict[str, asyncio.Future[Any]],
+    ) -> None:
+        computed = await call(list(todo.values()))
+        for key, result in zip(todo, computed, strict=True):
+            results[key] = result
+            futures[key].set_result(result)
+            self._count("miss")
+            if result.status == "ok":
+                await self._cache.set(key, _encode(result), self._ttl)
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.judge_cache.labels(outcome).inc()
+
+
+def _encode(result: ChoiceResult | GenerateResult) -> bytes:
+    return json.dumps(dataclasses.asdict(result)).encode()
+
+
+def _decode(result_type: type[Res], raw: bytes) -> Res:
+    data = json.loads(raw)
+    for name, value in data.items():
+        if isinstance(value, list):
+            data[name] = tuple(value)
+    return result_type(**data)

@@ -1,0 +1,81 @@
+"""One pair judged in one or both orders: backend results -> P(a better), winner, consistency.
+
+Order "ab" shows response a in the first slot, order "ba" shows b first. The judge's P(first
+slot better) in "ba" is P(b better), so P(a better) = mean(p_ab, 1 - p_ba) (PPR-GDE's swap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from judges.backends.base import ChoiceResult, GenerateResult
+from judges.parsing import parse_pairwise_verdict
+
+Order = Literal["ab", "ba"]
+Status = Literal["ok", "error", "timeout", "unparseable", "invalid"]
+
+
+@dataclass(frozen=True)
+class OrderJudgment:
+    order: Order
+    p_first: float | None
+    status: Status
+    error: str | None = None
+    reply: str | None = None
+
+    @property
+    def verdict(self) -> Literal["first", "second"] | None:
+        if self.p_first is None or self.p_first == 0.5:
+            return None
+        return "first" if self.p_first > 0.5 else "second"
+
+
+@dataclass(frozen=True)
+class PairJudgment:
+    orders: tuple[OrderJudgment, ...]
+    p_a: float | None
+    winner: Literal["a", "b", "tie"] | None
+    consistent: bool | None
+    status: Status
+
+
+def from_choice(order: Order, result: ChoiceResult) -> OrderJudgment:
+    """P(first slot better) is the probability of the letter "A"."""
+    if not result.ok:
+        return OrderJudgment(order, None, result.status, result.error)
+    return OrderJudgment(order, float(result.probs[0]), "ok")
+
+
+def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
+    """A parsed verdict letter; an unparseable reply is kept as data, not raised."""
+    if not result.ok:
+        return OrderJudgment(order, None, result.status, result.error)
+    verdict = parse_pairwise_verdict(result.text, labels=("A", "B"))
+    if not verdict.ok:
+        return OrderJudgment(order, None, "unparseable", verdict.reason, result.text)
+    p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[verdict.winner or "tie"]
+    return OrderJudgment(order, p_first, "ok", reply=result.text)
+
+
+def combine(orders: tuple[OrderJudgment, ...], tie_margin: float) -> PairJudgment:
+    """Average the orders; a tie when they disagree, when a reply is unparseable (PPR-GDE), or
+    when the margin is under ``tie_margin``. A backend failure gives no winner at all."""
+    failed = [o for o in orders if o.status not in ("ok", "unparseable")]
+    if failed:
+        return PairJudgment(orders, None, None, None, failed[0].status)
+    if any(o.status == "unparseable" for o in orders):
+        return PairJudgment(orders, None, "tie", None, "unparseable")
+    p_a_values = [
+        o.p_first if o.order == "ab" else 1 - o.p_first for o in orders if o.p_first is not None
+    ]
+    p_a = sum(p_a_values) / len(p_a_values)
+    consistent = None
+    if len(orders) == 2:
+        a_first = {o.order: o.verdict for o in orders}
+        consistent = (a_first["ab"], a_first["ba"]) in (("first", "second"), ("second", "first"))
+    if consistent is False or abs(p_a - 0.5) < tie_margin or p_a == 0.5:
+        winner: Literal["a", "b", "tie"] = "tie"
+    else:
+        winner = "a" if p_a > 0.5 else "b"
+    return PairJudgment(orders, p_a, winner, consistent, "ok")

@@ -1,0 +1,67 @@
+"""HTTP routes of the judge service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from services.core.auth import require_scope
+from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.settings import Scope
+from services.judge.schemas import (
+    GroupRequest,
+    GroupResponse,
+    PairwiseRequest,
+    PairwiseResponse,
+    ScaleRequest,
+    ScaleResponse,
+)
+from services.judge.service import JudgeService
+
+router = APIRouter(
+    prefix="/v1/judge", tags=["judge"], dependencies=[Depends(require_scope(Scope.reward))]
+)
+
+
+def _service(request: Request) -> JudgeService:
+    service: JudgeService = service_of(request, "judge")
+    return service
+
+
+Service = Annotated[JudgeService, Depends(_service)]
+
+
+@router.post("/pairwise")
+async def pairwise(body: PairwiseRequest, service: Service) -> PairwiseResponse:
+    """Which of two responses is better, asked in both orders."""
+    return await service.pairwise(body)
+
+
+@router.post("/group", response_model=GroupResponse)
+async def group(
+    body: GroupRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> JSONResponse:
+    """Per-completion rewards for one prompt's G completions from pairwise judgments."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.group(body)).model_dump()
+
+    return JSONResponse(
+        await resources.idempotency.run(key, "judge.group", body.model_dump(), compute)
+    )
+
+
+@router.post("/scale", response_model=ScaleResponse)
+async def scale(
+    body: ScaleRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> JSONResponse:
+    """A 1..K grade distribution per completion, from the level tokens' probabilities."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.scale(body)).model_dump()
+
+    return JSONResponse(
+        await resources.idempotency.run(key, "judge.scale", body.model_dump(), compute)
+    )

@@ -1,0 +1,173 @@
+"""Wire models of the judge service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from services.core.schemas import Completion, RunTag, StrictModel
+
+
+class Message(StrictModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+Prompt = Annotated[
+    str | list[Message],
+    Field(description="the prompt: text, or chat messages [{role, content}]"),
+]
+Mode = Literal["logprob", "generate"]
+ItemStatus = Literal["ok", "error", "timeout", "unparseable", "invalid"]
+
+
+class JudgeOptions(StrictModel):
+    criteria: str | None = Field(
+        default=None,
+        max_length=4000,
+        description="what 'better' means (default: helpful, correct, clear)",
+    )
+    mode: Mode = Field(
+        default="logprob",
+        description="logprob: one forward pass per order (P(A) vs P(B)); generate: reason, "
+        "then a parsed verdict",
+    )
+    swap: bool = Field(default=True, description="judge both orders (position-bias control)")
+    template: str | None = Field(
+        default=None, description="template name@version (default pairwise@1 / pairwise_generate@1)"
+    )
+    tie_margin: float = Field(
+        default=0.0, ge=0, le=0.5, description="|p_a - 0.5| below this is a tie"
+    )
+    max_new_tokens: int = Field(default=256, ge=1, le=4096, description="generate mode only")
+    cache: bool = Field(default=True, description="use the judge cache")
+
+
+class PairwiseRequest(JudgeOptions):
+    """Example: ``{"prompt": "2+2?", "response_a": "4", "response_b": "5"}``"""
+
+    prompt: Prompt
+    response_a: str
+    response_b: str
+
+
+class OrderResult(BaseModel):
+    order: Literal["ab", "ba"]
+    p_first: float | None
+    status: ItemStatus
+    verdict: Literal["first", "second"] | None = None
+    error: str | None = None
+    reply: str | None = None
+
+
+class JudgeStamp(BaseModel):
+    backend: str
+    model: str
+    template: str
+    mode: Mode
+    sampling: dict[str, float | int | None]
+
+
+class PairwiseResponse(BaseModel):
+    p_a: float | None
+    winner: Literal["a", "b", "tie"] | None
+    consistent: bool | None
+    status: ItemStatus
+    orders: list[OrderResult]
+    judge: JudgeStamp
+
+
+class GroupRequest(JudgeOptions, RunTag):
+    """The G completions of one prompt, judged in pairs."""
+
+    prompt: Prompt
+    completions: list[Completion] = Field(min_length=2)
+    pairing: Literal["adjacent", "round_robin", "anchor"] = "adjacent"
+    anchor: str | None = Field(default=None, description="reference completion (pairing=anchor)")
+    budget: int | None = Field(
+        default=None, ge=1, description="round_robin: judge this many random pairs, not all"
+    )
+    seed: int = Field(default=0, description="round_robin subset draw")
+    scoring: Literal["pprgde", "win_rate", "bradley_terry"] = "pprgde"
+    length_discount: bool = Field(
+        default=False, description="pprgde: winners get shortest winner's length / own length"
+    )
+    truncated: list[bool] | None = Field(
+        default=None, description="per completion: cut off before end-of-sequence"
+    )
+    finish_reasons: list[str | None] | None = Field(
+        default=None, description="per completion ('length' = truncated), as trainers report"
+    )
+    lengths: list[float] | None = Field(
+        default=None, description="per completion token counts (default: word counts)"
+    )
+
+    @model_validator(mode="after")
+    def _anchor_given(self) -> GroupRequest:
+        if self.pairing == "anchor" and self.anchor is None:
+            raise ValueError("pairing 'anchor' needs the anchor text")
+        g = len(self.completions)
+        for name in ("truncated", "finish_reasons", "lengths"):
+            values = getattr(self, name)
+            if values is not None and len(values) != g:
+                raise ValueError(f"{name} needs one entry per completion ({g})")
+        return self
+
+
+class PairOut(BaseModel):
+    a: str
+    b: str
+    p_a: float | None
+    winner: Literal["a", "b", "tie"] | None
+    consistent: bool | None
+    status: ItemStatus
+
+
+class CompletionJudged(BaseModel):
+    id: str
+    reward: float | None
+    tie: bool
+    pairs: int
+    status: ItemStatus
+
+
+class GroupResponse(BaseModel):
+    kind: Literal["rewards"] = "rewards"
+    scoring: str
+    pairing: str
+    rewards: list[float | None]
+    tie_mask: list[bool]
+    status: list[ItemStatus]
+    results: list[CompletionJudged]
+    pairs: list[PairOut]
+    inconsistency_rate: float | None
+    first_slot_rate: float | None
+    judge: JudgeStamp
+
+
+class ScaleRequest(RunTag):
+    """Pointwise grades on 1..K from the level tokens' probabilities."""
+
+    prompt: Prompt
+    completions: list[Completion] = Field(min_length=1)
+    k: int = Field(default=10, ge=2, le=100)
+    criteria: str | None = Field(default=None, max_length=4000)
+    template: str | None = Field(default=None, description="default scale@1")
+    cache: bool = True
+
+
+class ScaleResult(BaseModel):
+    id: str
+    distribution: list[float] | None
+    expected: float | None
+    mode: int | None
+    status: ItemStatus
+    error: str | None = None
+
+
+class ScaleResponse(BaseModel):
+    kind: Literal["rewards"] = "rewards"
+    k: int
+    results: list[ScaleResult]
+    judge: JudgeStamp

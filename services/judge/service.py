@@ -1,0 +1,369 @@
+"""The judge service: pairwise verdicts with order swap, group tournaments, scale grades."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from judges.templates import (
+    PromptTemplate,
+    RenderedPrompt,
+    TemplateError,
+    TemplateNotFoundError,
+    load_template,
+)
+from services.core.errors import BackendUnavailable, InvalidInput
+from services.core.records import ScoredGroupRepository, content_hash
+from services.core.schemas import completion_ids
+from services.core.settings import Settings
+from services.judge import orders as order_logic
+from services.judge.cached import CachedJudge
+from services.judge.pairing import ANCHOR, make_pairs
+from services.judge.schemas import (
+    CompletionJudged,
+    GroupRequest,
+    GroupResponse,
+    JudgeOptions,
+    JudgeStamp,
+    PairOut,
+    PairwiseRequest,
+    PairwiseResponse,
+    Prompt,
+    ScaleRequest,
+    ScaleResponse,
+    ScaleResult,
+)
+from services.judge.scoring import PairOutcome, score_group
+
+FAILED = ("error", "timeout", "invalid")
+DEFAULT_TEMPLATES = {"logprob": "pairwise@1", "generate": "pairwise_generate@1"}
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """The question the judge sees: the text, or the conversation as labelled turns."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n\n".join(f"{m.role.capitalize()}: {m.content}" for m in prompt)
+
+
+class JudgeService:
+    """Turns judge requests into batched backend calls and the answers into rewards."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        judge: CachedJudge,
+        scored_groups: ScoredGroupRepository | None = None,
+    ) -> None:
+        self._settings = settings
+        self._judge = judge
+        self._scored_groups = scored_groups
+
+    async def pairwise(self, request: PairwiseRequest) -> PairwiseResponse:
+        """P(a better) over both orders, the winner and whether the orders agreed."""
+        template = self.template_for(request)
+        [pair] = await self.judge_pairs(
+            template,
+            prompt_text(request.prompt),
+            [(request.response_a, request.response_b)],
+            request,
+        )
+        if pair.status in FAILED:
+            raise BackendUnavailable(f"the judge could not answer: {_first_error(pair)}")
+        return PairwiseResponse(
+            p_a=pair.p_a,
+            winner=pair.winner,
+            consistent=pair.consistent,
+            status=pair.status,
+            orders=[_order_out(o) for o in pair.orders],
+            judge=self._stamp(template, request),
+        )
+
+    async def group(self, request: GroupRequest) -> GroupResponse:
+        """Per-completion rewards of one group from pairwise judgments."""
+        g = len(request.completions)
+        self._check_group(g, request)
+        template = self.template_for(request)
+        pairs = make_pairs(request.pairing, g, budget=request.budget, seed=request.seed)
+        if len(pairs) > self._settings.judge_max_pairs:
+            raise InvalidInput(
+                f"{len(pairs)} pairs exceed the limit of {self._settings.judge_max_pairs}; "
+                "set a round_robin budget",
+                param="budget",
+            )
+        texts = [c.text for c in request.completions]
+        anchor = request.anchor or ""
+
+        def text(index: int) -> str:
+            return anchor if index == ANCHOR else texts[index]
+
+        judged = await self.judge_pairs(
+            template, prompt_text(request.prompt), [(text(i), text(j)) for i, j in pairs], request
+        )
+        if all(p.status in FAILED for p in judged):
+            raise BackendUnavailable(f"the judge could not answer: {_first_error(judged[0])}")
+        response = self._group_response(request, template, pairs, judged)
+        await self._store(
+            "judge.group", request.run_id, request.step, request, response.model_dump()
+        )
+        return response
+
+    async def scale(self, request: ScaleRequest) -> ScaleResponse:
+        """A 1..K grade distribution per completion (ready for /v1/ordinal/advantages)."""
+        ref = request.template or "scale@1"
+        template = _load(ref, "choice")
+        if len(request.completions) > self._settings.judge_max_group_size:
+            raise InvalidInput(
+                f"{len(request.completions)} completions exceed the limit of "
+                f"{self._settings.judge_max_group_size}",
+                param="completions",
+            )
+        question = prompt_text(request.prompt)
+        requests = [
+            _render(
+                template, question=question, response=c.text, k=request.k, criteria=request.criteria
+            ).choice_request()
+            for c in request.completions
+        ]
+        outcomes = await self._judge.score_choices(requests, use_cache=request.cache)
+        results = [
+            _scale_result(cid, out.probs if out.ok else None, out.status, out.error)
+            for cid, out in zip(completion_ids(request.completions), outcomes, strict=True)
+        ]
+        if all(r.status != "ok" for r in results):
+            raise BackendUnavailable(f"the judge could not answer: {results[0].error}")
+        info = self._judge.backend.info
+        response = ScaleResponse(
+            k=request.k,
+            results=results,
+            judge=JudgeStamp(
+                backend=info.name,
+                model=info.model_id,
+                template=template.ref,
+                mode="logprob",
+                sampling={"temperature": 0.0},
+            ),
+        )
+        await self._store(
+            "judge.scale", request.run_id, request.step, request, response.model_dump()
+        )
+        return response
+
+    async def judge_pairs(
+        self,
+        template: PromptTemplate,
+        question: str,
+        pairs: Sequence[tuple[str, str]],
+        options: JudgeOptions,
+    ) -> list[order_logic.PairJudgment]:
+        """Every pair in every order, sent to the backend as one batch."""
+        plan: list[tuple[int, order_logic.Order]] = []
+        prompts = []
+        for index, (a, b) in enumerate(pairs):
+            for order in ("ab", "ba") if options.swap else ("ab",):
+                first, second = (a, b) if order == "ab" else (b, a)
+                prompts.append(
+                    _render(
+                        template,
+                        question=question,
+                        response_a=first,
+                        response_b=second,
+                        criteria=options.criteria,
+                    )
+                )
+                plan.append((index, order))
+        per_pair: list[list[order_logic.OrderJudgment]] = [[] for _ in pairs]
+        if options.mode == "logprob":
+            choice = await self._judge.score_choices(
+                [p.choice_request() for p in prompts], use_cache=options.cache
+            )
+            for (index, order), result in zip(plan, choice, strict=True):
+                per_pair[index].append(order_logic.from_choice(order, result))
+        else:
+            gen_requests = [
+                p.generate_request(max_new_tokens=options.max_new_tokens) for p in prompts
+            ]
+            generated = await self._judge.generate(gen_requests, use_cache=options.cache)
+            for (index, order), gen in zip(plan, generated, strict=True):
+                per_pair[index].append(order_logic.from_generation(order, gen))
+        return [order_logic.combine(tuple(o), options.tie_margin) for o in per_pair]
+
+    def _group_response(
+        self,
+        request: GroupRequest,
+        template: PromptTemplate,
+        pairs: list[tuple[int, int]],
+        judged: list[order_logic.PairJudgment],
+    ) -> GroupResponse:
+        g = len(request.completions)
+        ids = completion_ids(request.completions)
+        outcomes = [
+            PairOutcome(i, j, p.p_a, p.winner if p.status not in FAILED else None)
+            for (i, j), p in zip(pairs, judged, strict=True)
+        ]
+        scores = score_group(
+            request.scoring,
+            outcomes,
+            g,
+            truncated=_truncated(request),
+            lengths=request.lengths
+            or [float(len(re.findall(r"\S+", c.text))) for c in request.completions],
+            length_discount=request.length_discount,
+        )
+        statuses = _completion_statuses(g, pairs, judged)
+        label = {ANCHOR: "anchor", **dict(enumerate(ids))}
+        return GroupResponse(
+            scoring=request.scoring,
+            pairing=request.pairing,
+            rewards=scores.rewards,
+            tie_mask=scores.tie_mask,
+            status=statuses,
+            results=[
+                CompletionJudged(
+                    id=ids[i],
+                    reward=scores.rewards[i],
+                    tie=scores.tie_mask[i],
+                    pairs=scores.judged_pairs[i],
+                    status=statuses[i],
+                )
+                for i in range(g)
+            ],
+            pairs=[
+                PairOut(
+                    a=label[i],
+                    b=label[j],
+                    p_a=p.p_a,
+                    winner=p.winner,
+                    consistent=p.consistent,
+                    status=p.status,
+                )
+                for (i, j), p in zip(pairs, judged, strict=True)
+            ],
+            inconsistency_rate=_inconsistency(judged),
+            first_slot_rate=_first_slot_rate(judged),
+            judge=self._stamp(template, request),
+        )
+
+    async def _store(
+        self,
+        service: str,
+        run_id: str | None,
+        step: int | None,
+        request: object,
+        result: dict[str, object],
+    ) -> None:
+        if run_id is None or self._scored_groups is None:
+            return
+        payload = request.model_dump() if hasattr(request, "model_dump") else request
+        await self._scored_groups.add_many(
+            service, run_id, step, [(None, content_hash(payload), result)]
+        )
+
+    def _check_group(self, g: int, request: GroupRequest) -> None:
+        if g > self._settings.judge_max_group_size:
+            raise InvalidInput(
+                f"{g} completions exceed the limit of {self._settings.judge_max_group_size}",
+                param="completions",
+            )
+
+    def template_for(self, options: JudgeOptions) -> PromptTemplate:
+        ref = options.template or DEFAULT_TEMPLATES[options.mode]
+        return _load(ref, "choice" if options.mode == "logprob" else "generate")
+
+    def _stamp(self, template: PromptTemplate, options: JudgeOptions) -> JudgeStamp:
+        info = self._judge.backend.info
+        sampling: dict[str, float | int | None] = {"temperature": 0.0}
+        if options.mode == "generate":
+            sampling["max_new_tokens"] = options.max_new_tokens
+        return JudgeStamp(
+            backend=info.name,
+            model=info.model_id,
+            template=template.ref,
+            mode=options.mode,
+            sampling=sampling,
+        )
+
+
+def _load(ref: str, kind: str) -> PromptTemplate:
+    try:
+        template = load_template(ref)
+    except TemplateNotFoundError as exc:
+        raise InvalidInput(str(exc), param="template") from None
+    if template.kind != kind:
+        raise InvalidInput(
+            f"template {template.ref} is a {template.kind} template; this mode needs a {kind} one",
+            param="template",
+        )
+    return template
+
+
+def _render(template: PromptTemplate, *, criteria: str | None, **values: object) -> RenderedPrompt:
+    if criteria is not None:
+        if "criteria" not in template.variables:
+            raise InvalidInput(f"template {template.ref} takes no criteria", param="criteria")
+        values["criteria"] = criteria
+    try:
+        return template.render(**values)
+    except TemplateError as exc:
+        raise InvalidInput(str(exc), param="template") from None
+
+
+def _order_out(o: order_logic.OrderJudgment) -> dict[str, object]:
+    return {
+        "order": o.order,
+        "p_first": o.p_first,
+        "status": o.status,
+        "verdict": o.verdict,
+        "error": o.error,
+        "reply": o.reply,
+    }
+
+
+def _first_error(pair: order_logic.PairJudgment) -> str:
+    for o in pair.orders:
+        if o.error:
+            return o.error
+    return pair.status
+
+
+def _truncated(request: GroupRequest) -> list[bool]:
+    g = len(request.completions)
+    flags = list(request.truncated or [False] * g)
+    if request.finish_reasons:
+        flags = [f or r == "length" for f, r in zip(flags, request.finish_reasons, strict=True)]
+    return flags
+
+
+def _completion_statuses(
+    g: int, pairs: list[tuple[int, int]], judged: list[order_logic.PairJudgment]
+) -> list[str]:
+    seen: list[list[str]] = [[] for _ in range(g)]
+    for (i, j), p in zip(pairs, judged, strict=True):
+        for index in (i, j):
+            if index != ANCHOR:
+                seen[index].append(p.status)
+    return [
+        "ok" if any(s not in FAILED for s in mine) else (mine[0] if mine else "ok") for mine in seen
+    ]
+
+
+def _inconsistency(judged: list[order_logic.PairJudgment]) -> float | None:
+    both = [p for p in judged if p.consistent is not None]
+    return sum(1 for p in both if not p.consistent) / len(both) if both else None
+
+
+def _first_slot_rate(judged: list[order_logic.PairJudgment]) -> float | None:
+    verdicts = [o.verdict for p in judged for o in p.orders if o.status == "ok" and o.verdict]
+    return sum(1 for v in verdicts if v == "first") / len(verdicts) if verdicts else None
+
+
+def _scale_result(
+    cid: str, probs: Sequence[float] | None, status: str, error: str | None
+) -> ScaleResult:
+    if probs is None:
+        return ScaleResult(
+            id=cid, distribution=None, expected=None, mode=None, status=status, error=error
+        )
+    expected = sum((level + 1) * p for level, p in enumerate(probs))
+    mode = max(range(len(probs)), key=probs.__getitem__) + 1
+    return ScaleResult(id=cid, distribution=list(probs), expected=expected, mode=mode, status="ok")
