@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from judges.templates import (
     PromptTemplate,
@@ -103,9 +104,7 @@ class JudgeService:
         if all(p.status in FAILED for p in judged):
             raise BackendUnavailable(f"the judge could not answer: {_first_error(judged[0])}")
         response = self._group_response(request, template, pairs, judged)
-        await self._store(
-            "judge.group", request.run_id, request.step, request, response.model_dump()
-        )
+        await self._store("judge.group", request, response.model_dump())
         return response
 
     async def scale(self, request: ScaleRequest) -> ScaleResponse:
@@ -144,9 +143,7 @@ class JudgeService:
                 sampling={"temperature": 0.0},
             ),
         )
-        await self._store(
-            "judge.scale", request.run_id, request.step, request, response.model_dump()
-        )
+        await self._store("judge.scale", request, response.model_dump())
         return response
 
     async def judge_pairs(
@@ -245,18 +242,16 @@ class JudgeService:
         )
 
     async def _store(
-        self,
-        service: str,
-        run_id: str | None,
-        step: int | None,
-        request: object,
-        result: dict[str, object],
+        self, service: str, request: GroupRequest | ScaleRequest, result: dict[str, Any]
     ) -> None:
-        if run_id is None or self._scored_groups is None:
+        """Keep the scored group for the run's audit when the request names a run."""
+        if request.run_id is None or self._scored_groups is None:
             return
-        payload = request.model_dump() if hasattr(request, "model_dump") else request
         await self._scored_groups.add_many(
-            service, run_id, step, [(None, content_hash(payload), result)]
+            service,
+            request.run_id,
+            request.step,
+            [(None, content_hash(request.model_dump()), result)],
         )
 
     def _check_group(self, g: int, request: GroupRequest) -> None:

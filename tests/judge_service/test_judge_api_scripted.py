@@ -232,3 +232,12 @@ async def test_bad_input(
     judge_client: httpx.AsyncClient, name: str, path: str, body: dict, param: str | None
 ) -> None:  # type: ignore[type-arg]
     assert_envelope(await judge_client.post(path, json=body), 422, param)
+
+
+async def test_judged_groups_are_stored_for_the_run(judge_client: httpx.AsyncClient) -> None:
+    body = {"prompt": "Q", "completions": ["GOOD", "b"], "run_id": "judge-run", "step": 1}
+    await judge_client.post("/v1/judge/group", json=body)
+    await judge_client.post("/v1/judge/scale", json={**body, "completions": ["GOOD"]})
+    stored = (await judge_client.get("/v1/runs/judge-run/groups")).json()["groups"]
+    assert [g["service"] for g in stored] == ["judge.group", "judge.scale"]
+    assert stored[0]["result"]["rewards"] == [1.0, -1.0]
