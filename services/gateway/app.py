@@ -10,13 +10,20 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.settings import Settings
 from services.diversity.app import component as diversity_component
+from services.gateway.rewards_app import component as rewards_component
+from services.gateway.rewards_app import shared
 from services.judge.app import component as judge_component
 from services.ordinal.app import component as ordinal_component
 
 
 def components() -> list[Component]:
     """Every service this build ships, in the order they appear in the docs."""
-    return [ordinal_component(), diversity_component(), judge_component()]
+    return [
+        ordinal_component(),
+        shared(diversity_component()),
+        shared(judge_component()),
+        rewards_component(),
+    ]
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:

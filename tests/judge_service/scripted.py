@@ -27,6 +27,8 @@ class ScriptedBackend:
         self.down = down
         self.delay = 0.0
         self.calls: list[int] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     @property
     def info(self) -> BackendInfo:
@@ -52,7 +54,10 @@ class ScriptedBackend:
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         self.calls.append(len(requests))
         if self.delay:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
             await asyncio.sleep(self.delay)
+            self.in_flight -= 1
         out = []
         for r in requests:
             text = "\n".join(m["content"] for m in r.messages)

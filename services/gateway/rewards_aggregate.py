@@ -1,0 +1,138 @@
+"""Channel values -> weighted totals, advantages and group statistics (pure, no I/O).
+
+The rule that matters: a completion whose channel failed (value None or a non-ok status) has
+``total = None`` and that channel's status; it gets no advantage and is left out of every
+group statistic. A failure is never a silent 0 (ARCHITECTURE.md, API conventions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from services.gateway.rewards_schemas import (
+    ChannelResult,
+    ChannelStats,
+    CompletionReward,
+    RewardStats,
+)
+from services.gateway.rewards_spec import JudgeScaleSpec, ResolvedSpec
+from services.ordinal import estimators
+
+EPS = 1e-6
+
+
+@dataclass
+class ChannelOutcome:
+    """One channel's answer for a whole group, one entry per completion.
+
+    ``levels`` carries the judge_scale grades' most likely level (for ODRPO); other channels
+    leave it None.
+    """
+
+    values: list[float | None]
+    statuses: list[str]
+    meta: dict[str, Any]
+    details: list[dict[str, Any]]
+    errors: list[str | None] = field(default_factory=list)
+    levels: list[int | None] | None = None
+
+    def result(self, i: int) -> ChannelResult:
+        error = self.errors[i] if i < len(self.errors) else None
+        value = self.values[i]
+        status = self.statuses[i]
+        if status == "ok" and value is None:
+            status, error = "error", error or "the channel gave no value"
+        return ChannelResult(
+            value=value, status=status, meta=self.meta, detail=self.details[i], error=error
+        )
+
+
+def completion_rewards(
+    ids: Sequence[str], spec: ResolvedSpec, outcomes: Mapping[str, ChannelOutcome]
+) -> list[CompletionReward]:
+    """Weighted totals per completion.
+
+    >>> from services.gateway.rewards_spec import resolve_spec
+    >>> spec = resolve_spec({"channels": {"diversity": {"weight": 2.0}}})
+    >>> out = ChannelOutcome(values=[0.5, None], statuses=["ok", "error"], meta={},
+    ...                      details=[{}, {}])
+    >>> [r.total for r in completion_rewards(["a", "b"], spec, {"diversity": out})]
+    [1.0, None]
+    """
+    rewards = []
+    for i, cid in enumerate(ids):
+        channels = {name: outcomes[name].result(i) for name in sorted(outcomes)}
+        failed = [c.status for c in channels.values() if c.status != "ok"]
+        total = None
+        if not failed:
+            total = float(
+                sum(spec.channels[n].weight * (c.value or 0.0) for n, c in channels.items())
+            )
+        rewards.append(
+            CompletionReward(
+                id=cid,
+                total=total,
+                status=failed[0] if failed else "ok",
+                channels=channels,
+            )
+        )
+    return rewards
+
+
+def advantages(
+    spec: ResolvedSpec,
+    rewards: Sequence[CompletionReward],
+    outcomes: Mapping[str, ChannelOutcome],
+) -> list[float | None]:
+    """GRPO on the totals, or ODRPO on the judge_scale channel's most likely level (with its K).
+
+    Completions without a total get None and take no part in the group's mean and std.
+    """
+    if spec.advantage == "none":
+        return [None] * len(rewards)
+    mask = np.array([[r.total is not None for r in rewards]])
+    if spec.advantage == "grpo":
+        totals = np.array([[r.total if r.total is not None else 0.0 for r in rewards]])
+        adv = estimators.scalar_advantages(totals, mask, "grpo", EPS)
+    else:
+        scale = spec.channels["judge_scale"]
+        assert isinstance(scale, JudgeScaleSpec)
+        levels = outcomes["judge_scale"].levels or [None] * len(rewards)
+        mask &= np.array([[level is not None for level in levels]])
+        scores = np.array([[level if level is not None else 1 for level in levels]], dtype=float)
+        adv, _, _ = estimators.odrpo_advantages(scores, mask, np.array([scale.k]), eps=EPS)
+    return [float(a) if ok else None for a, ok in zip(adv[0], mask[0], strict=True)]
+
+
+def group_stats(rewards: Sequence[CompletionReward]) -> RewardStats:
+    """Mean and population std of the totals and of each channel, over completions with a total.
+
+    >>> group_stats([]).ok
+    0
+    """
+    scored = [r for r in rewards if r.total is not None]
+    names = sorted(rewards[0].channels) if rewards else []
+    per_channel = {
+        name: ChannelStats(
+            **_mean_std([r.channels[name].value for r in scored]),
+            failed=sum(1 for r in rewards if r.channels[name].status != "ok"),
+        )
+        for name in names
+    }
+    return RewardStats(
+        **_mean_std([r.total for r in scored]),
+        ok=len(scored),
+        failed=len(rewards) - len(scored),
+        per_channel=per_channel,
+    )
+
+
+def _mean_std(values: Sequence[float | None]) -> dict[str, float | None]:
+    present = np.array([v for v in values if v is not None], dtype=np.float64)
+    if present.size == 0:
+        return {"mean": None, "std": None}
+    return {"mean": float(present.mean()), "std": float(present.std())}

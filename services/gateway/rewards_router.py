@@ -1,0 +1,67 @@
+"""HTTP routes of the composite rewards service: thin handlers over RewardsService."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from services.core.auth import require_scope
+from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.schemas import ScoredGroupPage
+from services.core.settings import Scope
+from services.gateway.rewards_schemas import (
+    RewardsGroupRequest,
+    RewardsGroupResponse,
+    ValidateRequest,
+    ValidateResponse,
+)
+from services.gateway.rewards_service import RewardsService
+
+router = APIRouter(
+    prefix="/v1/rewards", tags=["rewards"], dependencies=[Depends(require_scope(Scope.reward))]
+)
+
+
+def _service(request: Request) -> RewardsService:
+    service: RewardsService = service_of(request, "rewards")
+    return service
+
+
+Service = Annotated[RewardsService, Depends(_service)]
+
+
+@router.post("/group", response_model=RewardsGroupResponse)
+async def group(
+    body: RewardsGroupRequest,
+    service: Service,
+    resources: ResourcesDep,
+    key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Weighted multi-channel rewards (or advantages) for one prompt's G completions."""
+
+    async def compute() -> dict[str, Any]:
+        return (await service.group(body)).wire()
+
+    return JSONResponse(
+        await resources.idempotency.run(key, "rewards.group", body.model_dump(), compute)
+    )
+
+
+@router.post("/validate")
+async def validate(body: ValidateRequest, service: Service) -> ValidateResponse:
+    """Check a reward spec: the resolved spec (defaults filled) and its hash, or the errors."""
+    return service.validate(body)
+
+
+@router.get("/runs/{run_id}/groups")
+async def run_groups(
+    run_id: str,
+    service: Service,
+    step: Annotated[int | None, Query(ge=0)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ScoredGroupPage:
+    """The reward groups scored for ``run_id``, in scoring order, each with its spec hash."""
+    return await service.list_groups(run_id, step=step, limit=limit, offset=offset)

@@ -1,0 +1,122 @@
+"""Wire models of the composite rewards endpoints (pydantic only: no FastAPI, no torch)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from services.core.schemas import Completion, RunTag, StrictModel
+from services.judge.schemas import Prompt
+
+AdvantageName = Literal["none", "grpo", "odrpo"]
+Kind = Literal["rewards", "advantages"]
+
+
+class RewardsGroupRequest(RunTag):
+    """One prompt, its G completions and the reward spec that scores them.
+
+    Example::
+
+        {"prompt": "2+2?", "completions": ["4", {"id": "b", "text": "5"}],
+         "run_id": "r1", "step": 3,
+         "spec": {"channels": {"judge_scale": {"weight": 1.0, "k": 5}}, "advantage": "grpo"}}
+
+    ``spec`` is checked by :func:`services.gateway.rewards_spec.resolve_spec`, so a mistake
+    is reported with the exact field (``spec.channels.foo``), like the validate endpoint does.
+    """
+
+    id: str | None = Field(default=None, max_length=200, description="group id, echoed")
+    prompt: Prompt
+    completions: list[Completion] = Field(min_length=1)
+    finish_reasons: list[str | None] | None = Field(
+        default=None, description="per completion ('length' = truncated), as trainers report"
+    )
+    token_counts: list[int] | None = Field(
+        default=None, description="per completion token counts (judge length discount)"
+    )
+    spec: Any = Field(
+        description='{"channels": {name: {"weight": w, ...options}}, "advantage": "none"}'
+    )
+
+    @model_validator(mode="after")
+    def _one_entry_per_completion(self) -> RewardsGroupRequest:
+        g = len(self.completions)
+        for name in ("finish_reasons", "token_counts"):
+            values = getattr(self, name)
+            if values is not None and len(values) != g:
+                raise ValueError(f"{name} needs one entry per completion ({g})")
+        if self.token_counts is not None and any(n < 0 for n in self.token_counts):
+            raise ValueError("token_counts must not be negative")
+        return self
+
+
+class ValidateRequest(StrictModel):
+    """A dry run: ``{"spec": {"channels": {"diversity": {"weight": 0.5}}}}``."""
+
+    spec: Any = Field(description="the reward spec to check")
+
+
+class SpecError(BaseModel):
+    param: str
+    message: str
+
+
+class ValidateResponse(BaseModel):
+    """``valid`` with the resolved spec and its hash, or the list of problems."""
+
+    valid: bool
+    spec: dict[str, Any] | None = None
+    spec_hash: str | None = None
+    errors: list[SpecError] = Field(default_factory=list)
+
+
+class ChannelResult(BaseModel):
+    """One channel's value for one completion, its status and what produced it."""
+
+    value: float | None
+    status: str
+    meta: dict[str, Any]
+    detail: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class CompletionReward(BaseModel):
+    id: str
+    total: float | None = Field(description="sum of weight * value; null when a channel failed")
+    advantage: float | None = None
+    status: str
+    channels: dict[str, ChannelResult]
+
+
+class ChannelStats(BaseModel):
+    """A channel's mean and std over the completions with a total, and how often it failed."""
+
+    mean: float | None
+    std: float | None
+    failed: int
+
+
+class RewardStats(BaseModel):
+    """Over the completions with a total (failed ones are excluded)."""
+
+    mean: float | None
+    std: float | None
+    ok: int
+    failed: int
+    per_channel: dict[str, ChannelStats]
+
+
+class RewardsGroupResponse(BaseModel):
+    kind: Kind
+    id: str | None = None
+    spec_hash: str
+    advantage: AdvantageName
+    results: list[CompletionReward]
+    stats: RewardStats
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON body: per-completion ``advantage`` only when advantages were asked for."""
+        if self.kind == "advantages":
+            return self.model_dump()
+        return self.model_dump(exclude={"results": {"__all__": {"advantage"}}})

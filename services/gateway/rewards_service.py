@@ -1,0 +1,111 @@
+"""Composite group rewards: one request, every channel of a reward spec, one weighted total.
+
+The channels of a spec run concurrently (``asyncio.gather``); each asks an existing service
+(judge, diversity) about the whole group in one call, so their backends batch as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from services.core.records import content_hash
+from services.core.schemas import ScoredGroupPage, completion_ids
+from services.gateway import rewards_aggregate as aggregate
+from services.gateway.rewards_aggregate import ChannelOutcome
+from services.gateway.rewards_channels import ChannelRunner
+from services.gateway.rewards_schemas import (
+    RewardsGroupRequest,
+    RewardsGroupResponse,
+    ValidateRequest,
+    ValidateResponse,
+)
+from services.gateway.rewards_spec import ResolvedSpec, check_spec, resolve_spec
+from services.gateway.rewards_store import RewardGroups
+
+log = logging.getLogger(__name__)
+
+
+class RewardsService:
+    """Scores a rollout group with a reward spec and keeps the result for the run's audit.
+
+    Example::
+
+        service = RewardsService(ChannelRunner(judge, diversity), RewardGroups(sessions))
+        response = await service.group(RewardsGroupRequest.model_validate(body))
+        response.results[0].total  # None when one of its channels failed
+    """
+
+    def __init__(self, runner: ChannelRunner, groups: RewardGroups | None = None) -> None:
+        self._runner = runner
+        self._groups = groups
+
+    def validate(self, request: ValidateRequest) -> ValidateResponse:
+        """A dry run: the resolved spec and its hash, or every problem found."""
+        spec, errors = check_spec(request.spec)
+        if spec is None:
+            return ValidateResponse(valid=False, errors=errors)
+        return ValidateResponse(valid=True, spec=spec.as_dict(), spec_hash=spec.hash)
+
+    async def group(self, request: RewardsGroupRequest) -> RewardsGroupResponse:
+        """Per-completion totals (and advantages when the spec asks), stored when run_id is set."""
+        spec = resolve_spec(request.spec)
+        outcomes = await self._channels(spec, request)
+        rewards = aggregate.completion_rewards(completion_ids(request.completions), spec, outcomes)
+        for reward, advantage in zip(
+            rewards, aggregate.advantages(spec, rewards, outcomes), strict=True
+        ):
+            reward.advantage = advantage
+        response = RewardsGroupResponse(
+            kind="rewards" if spec.advantage == "none" else "advantages",
+            id=request.id,
+            spec_hash=spec.hash,
+            advantage=spec.advantage,
+            results=rewards,
+            stats=aggregate.group_stats(rewards),
+        )
+        await self._store(request, spec, response)
+        return response
+
+    async def list_groups(
+        self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
+    ) -> ScoredGroupPage:
+        """The run's stored reward groups, in the order they were scored."""
+        if self._groups is None:
+            return ScoredGroupPage(run_id=run_id, groups=[], next_offset=None)
+        return await self._groups.page(run_id, step=step, limit=limit, offset=offset)
+
+    async def _channels(
+        self, spec: ResolvedSpec, request: RewardsGroupRequest
+    ) -> dict[str, ChannelOutcome]:
+        names = sorted(spec.channels)
+        answers = await asyncio.gather(
+            *(self._runner.run(name, spec.channels[name], request) for name in names),
+            return_exceptions=True,
+        )
+        # Every channel has finished by now, so raising leaves nothing running behind us.
+        _raise_first(answers)
+        return {
+            name: answer
+            for name, answer in zip(names, answers, strict=True)
+            if isinstance(answer, ChannelOutcome)
+        }
+
+    async def _store(
+        self, request: RewardsGroupRequest, spec: ResolvedSpec, response: RewardsGroupResponse
+    ) -> None:
+        if request.run_id is None or self._groups is None:
+            return
+        payload = request.model_dump(exclude={"run_id", "step"})
+        payload["spec"] = spec.as_dict()
+        await self._groups.add(
+            request.run_id, request.step, request.id, content_hash(payload), response.wire()
+        )
+        log.debug("stored rewards group for run %s step %s", request.run_id, request.step)
+
+
+def _raise_first(answers: Sequence[ChannelOutcome | BaseException]) -> None:
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer

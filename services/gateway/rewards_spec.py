@@ -1,0 +1,240 @@
+"""Reward specs: check one, fill its defaults, and hash it (no I/O).
+
+A spec names weighted channels and an optional advantage estimator::
+
+    {"channels": {"diversity": {"weight": 0.5}, "judge_scale": {"weight": 1.0, "k": 10}},
+     "advantage": "none"}
+
+The hash is taken over the *resolved* spec (defaults filled, templates pinned to a version),
+so two specs that score the same way share one hash whatever their key order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from pydantic import Field, ValidationError
+
+from judges.templates import TemplateNotFoundError, load_template
+from services.core.errors import InvalidInput
+from services.core.records import content_hash
+from services.core.schemas import StrictModel
+from services.diversity.schemas import MetricName, ScalingName
+from services.gateway.rewards_schemas import AdvantageName, SpecError
+from services.judge.schemas import Mode
+from services.judge.service import DEFAULT_TEMPLATES
+
+#: Channels named in the roadmap (issue 4) that this build does not serve yet.
+PLANNED_CHANNELS = ("rubric", "karma")
+SPEC_KEYS = ("channels", "advantage")
+
+
+class ChannelSpec(StrictModel):
+    """Every channel takes a weight: total = sum(weight * value)."""
+
+    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
+
+
+class JudgePairwiseSpec(ChannelSpec):
+    """Pairwise judge tournament (``JudgeService.group``): value = the completion's reward."""
+
+    pairing: Literal["adjacent", "round_robin"] = "adjacent"
+    budget: int | None = Field(default=None, ge=1, description="round_robin: random pairs")
+    scoring: Literal["pprgde", "win_rate", "bradley_terry"] = "pprgde"
+    mode: Mode = "logprob"
+    swap: bool = True
+    template: str | None = None
+    criteria: str | None = Field(default=None, max_length=4000)
+    length_discount: bool = False
+
+
+class JudgeScaleSpec(ChannelSpec):
+    """Pointwise 1..K grade (``JudgeService.scale``): value = the expected grade."""
+
+    k: int = Field(default=10, ge=2, le=100)
+    criteria: str | None = Field(default=None, max_length=4000)
+    template: str | None = None
+
+
+class DiversitySpec(ChannelSpec):
+    """Group diversity (``DiversityService.score_group``): value = the unweighted reward."""
+
+    metric: MetricName = "centroid"
+    scaling: ScalingName = "minmax"
+    min_range: float = Field(default=1e-6, ge=0, le=2)
+
+
+CHANNELS: dict[str, type[ChannelSpec]] = {
+    "diversity": DiversitySpec,
+    "judge_pairwise": JudgePairwiseSpec,
+    "judge_scale": JudgeScaleSpec,
+}
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    """A checked spec with every default filled; ``hash`` identifies how it scores."""
+
+    channels: Mapping[str, ChannelSpec]
+    advantage: AdvantageName
+
+    def as_dict(self) -> dict[str, Any]:
+        """Example: ``{"channels": {"diversity": {"weight": 1.0, ...}}, "advantage": "none"}``"""
+        return {
+            "channels": {name: self.channels[name].model_dump() for name in sorted(self.channels)},
+            "advantage": self.advantage,
+        }
+
+    @property
+    def hash(self) -> str:
+        return spec_hash(self)
+
+
+def spec_hash(spec: ResolvedSpec) -> str:
+    """sha256 of the resolved spec with sorted keys: ``spec_hash(resolve_spec(raw))``."""
+    return content_hash(spec.as_dict())
+
+
+def check_spec(raw: Any) -> tuple[ResolvedSpec | None, list[SpecError]]:
+    """The resolved spec, or every problem found, each naming its field.
+
+    >>> spec, errors = check_spec({"channels": {"foo": {}}})
+    >>> spec is None and errors[0].param
+    'spec.channels.foo'
+    """
+    if not isinstance(raw, dict):
+        return None, [SpecError(param="spec", message="the spec must be an object")]
+    errors = [
+        SpecError(
+            param=f"spec.{key}",
+            message=f"unknown field; a spec takes {' and '.join(SPEC_KEYS)}",
+        )
+        for key in raw
+        if key not in SPEC_KEYS
+    ]
+    advantage = _advantage(raw.get("advantage", "none"), errors)
+    channels = _channels(raw.get("channels"), errors)
+    if advantage == "odrpo" and channels is not None and "judge_scale" not in channels:
+        errors.append(
+            SpecError(
+                param="spec.advantage",
+                message="odrpo needs a judge_scale channel (its grades are the ordinal levels)",
+            )
+        )
+    if errors or advantage is None or channels is None:
+        return None, errors
+    return ResolvedSpec(channels=channels, advantage=advantage), []
+
+
+def resolve_spec(raw: Any) -> ResolvedSpec:
+    """Like :func:`check_spec`, but raises ``InvalidInput`` (a 422) naming the first problem.
+
+    >>> resolve_spec({"channels": {"judge_scale": {"k": 5}}}).channels["judge_scale"].weight
+    1.0
+    """
+    spec, errors = check_spec(raw)
+    if spec is None:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise InvalidInput(f"{first.param}: {first.message}{more}", param=first.param)
+    return spec
+
+
+def _advantage(value: Any, errors: list[SpecError]) -> AdvantageName | None:
+    allowed: tuple[AdvantageName, ...] = get_args(AdvantageName)
+    for name in allowed:
+        if value == name:
+            return name
+    errors.append(SpecError(param="spec.advantage", message=f"must be one of {', '.join(allowed)}"))
+    return None
+
+
+def _channels(raw: Any, errors: list[SpecError]) -> dict[str, ChannelSpec] | None:
+    if raw is None:
+        errors.append(SpecError(param="spec.channels", message="field required"))
+        return None
+    if not isinstance(raw, dict) or not raw:
+        errors.append(
+            SpecError(param="spec.channels", message="must be a non-empty object of channels")
+        )
+        return None
+    resolved: dict[str, ChannelSpec] = {}
+    for name, options in raw.items():
+        channel = _channel(str(name), options, errors)
+        if channel is not None:
+            resolved[str(name)] = channel
+    return resolved if len(resolved) == len(raw) else None
+
+
+def _channel(name: str, options: Any, errors: list[SpecError]) -> ChannelSpec | None:
+    param = f"spec.channels.{name}"
+    model = CHANNELS.get(name)
+    if model is None:
+        errors.append(SpecError(param=param, message=_unknown_channel(name)))
+        return None
+    if not isinstance(options, dict):
+        errors.append(SpecError(param=param, message='must be an object, e.g. {"weight": 1.0}'))
+        return None
+    try:
+        channel = model.model_validate(options)
+    except ValidationError as exc:
+        errors.extend(_option_errors(param, model, exc))
+        return None
+    return _pin_template(param, channel, errors)
+
+
+def _unknown_channel(name: str) -> str:
+    available = ", ".join(sorted(CHANNELS))
+    if name in PLANNED_CHANNELS:
+        return f"channel {name!r} is not available yet; available: {available}"
+    return f"unknown channel {name!r}; available: {available}"
+
+
+def _option_errors(param: str, model: type[ChannelSpec], exc: ValidationError) -> list[SpecError]:
+    out = []
+    for error in exc.errors():
+        where = _loc(param, error.get("loc", ()))
+        if error.get("type") == "extra_forbidden":
+            message = f"unknown option; this channel takes {', '.join(model.model_fields)}"
+        elif error.get("type") == "finite_number":
+            message = "must be a finite number"
+        else:
+            message = str(error.get("msg", "invalid value"))
+        out.append(SpecError(param=where, message=message))
+    return out
+
+
+def _loc(prefix: str, loc: Sequence[int | str]) -> str:
+    out = prefix
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _pin_template(param: str, channel: ChannelSpec, errors: list[SpecError]) -> ChannelSpec | None:
+    """Fill the default template and pin a bare name to its version (``scale`` -> ``scale@1``)."""
+    if isinstance(channel, JudgePairwiseSpec):
+        default = DEFAULT_TEMPLATES[channel.mode]
+        kind = "choice" if channel.mode == "logprob" else "generate"
+    elif isinstance(channel, JudgeScaleSpec):
+        default, kind = "scale@1", "choice"
+    else:
+        return channel
+    ref = channel.template or default
+    try:
+        template = load_template(ref)
+    except TemplateNotFoundError as exc:
+        errors.append(SpecError(param=f"{param}.template", message=str(exc.args[0])))
+        return None
+    if template.kind != kind:
+        errors.append(
+            SpecError(
+                param=f"{param}.template",
+                message=f"template {template.ref} is a {template.kind} template; "
+                f"this channel needs a {kind} one",
+            )
+        )
+        return None
+    return channel.model_copy(update={"template": template.ref})
