@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from services.core.errors import BackendUnavailable
 from services.core.resources import Resources
@@ -28,3 +31,23 @@ IdempotencyKey = Annotated[
     str | None,
     Header(alias="Idempotency-Key", max_length=200, description="replay-safe retries"),
 ]
+
+
+async def replayable(
+    resources: Resources,
+    key: str | None,
+    endpoint: str,
+    body: BaseModel,
+    score: Callable[[], Awaitable[BaseModel | dict[str, Any]]],
+) -> JSONResponse:
+    """Run ``score`` once per Idempotency-Key; a retry with the same body gets the stored answer.
+
+    The answer is returned as JSON directly: it was built by the service, not parsed, so it is
+    not validated a second time on the way out.
+    """
+
+    async def compute() -> dict[str, Any]:
+        result = await score()
+        return result if isinstance(result, dict) else result.model_dump()
+
+    return JSONResponse(await resources.idempotency.run(key, endpoint, body.model_dump(), compute))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.settings import Scope
 from services.diversity.schemas import (
     DiversityBatchRequest,
@@ -36,12 +36,9 @@ async def group(
     body: DiversityRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
 ) -> JSONResponse:
     """Diversity reward per completion of one group, and the group's statistics."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.score_group(body)).model_dump()
-
-    result = await resources.idempotency.run(key, "diversity.group", body.model_dump(), compute)
-    return JSONResponse(result)
+    return await replayable(
+        resources, key, "diversity.group", body, lambda: service.score_group(body)
+    )
 
 
 @router.post("/groups", response_model=DiversityBatchResponse)
@@ -52,9 +49,6 @@ async def groups(
     key: IdempotencyKey = None,
 ) -> JSONResponse:
     """Several groups in one request, each scored within itself."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.score_groups(body)).model_dump()
-
-    result = await resources.idempotency.run(key, "diversity.groups", body.model_dump(), compute)
-    return JSONResponse(result)
+    return await replayable(
+        resources, key, "diversity.groups", body, lambda: service.score_groups(body)
+    )

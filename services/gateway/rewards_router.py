@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.schemas import ScoredGroupPage
 from services.core.settings import Scope
 from services.gateway.rewards_schemas import (
@@ -40,12 +41,8 @@ async def group(
     key: IdempotencyKey = None,
 ) -> JSONResponse:
     """Weighted multi-channel rewards (or advantages) for one prompt's G completions."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.group(body)).wire()
-
-    return JSONResponse(
-        await resources.idempotency.run(key, "rewards.group", body.model_dump(), compute)
+    return await replayable(
+        resources, key, "rewards.group", body, lambda: _wire(service.group(body))
     )
 
 
@@ -65,3 +62,9 @@ async def run_groups(
 ) -> ScoredGroupPage:
     """The reward groups scored for ``run_id``, in scoring order, each with its spec hash."""
     return await service.list_groups(run_id, step=step, limit=limit, offset=offset)
+
+
+async def _wire(pending: Awaitable[Any]) -> dict[str, Any]:
+    """The rewards service's own wire form (it leaves unrequested fields out)."""
+    result: dict[str, Any] = (await pending).wire()
+    return result

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.settings import Scope
 from services.judge.schemas import (
     GroupRequest,
@@ -44,13 +44,7 @@ async def group(
     body: GroupRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
 ) -> JSONResponse:
     """Per-completion rewards for one prompt's G completions from pairwise judgments."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.group(body)).model_dump()
-
-    return JSONResponse(
-        await resources.idempotency.run(key, "judge.group", body.model_dump(), compute)
-    )
+    return await replayable(resources, key, "judge.group", body, lambda: service.group(body))
 
 
 @router.post("/scale", response_model=ScaleResponse)
@@ -58,10 +52,4 @@ async def scale(
     body: ScaleRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
 ) -> JSONResponse:
     """A 1..K grade distribution per completion, from the level tokens' probabilities."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.scale(body)).model_dump()
-
-    return JSONResponse(
-        await resources.idempotency.run(key, "judge.scale", body.model_dump(), compute)
-    )
+    return await replayable(resources, key, "judge.scale", body, lambda: service.scale(body))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.settings import Scope
 from services.ordinal.schemas import (
     AdvantagesRequest,
@@ -36,13 +36,9 @@ async def advantages(
     body: AdvantagesRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
 ) -> JSONResponse:
     """Group advantages from discrete judge scores (ODRPO, GRPO, MaxRL, Dr.GRPO)."""
-
-    async def compute() -> dict[str, Any]:
-        return (await service.advantages(body)).model_dump()
-
-    payload = body.model_dump()
-    result = await resources.idempotency.run(key, "ordinal.advantages", payload, compute)
-    return JSONResponse(result)
+    return await replayable(
+        resources, key, "ordinal.advantages", body, lambda: service.advantages(body)
+    )
 
 
 @router.post("/decompose")
