@@ -60,6 +60,7 @@ class RenderedPrompt:
     candidates: tuple[str, ...]
     assistant_prefix: str = ""
     parser: str = ""
+    verdict_prefix: str = ""
 
     def choice_request(self) -> ChoiceRequest:
         """A backend request that scores this prompt's candidates."""
@@ -69,6 +70,21 @@ class RenderedPrompt:
             messages=list(self.messages),
             candidates=list(self.candidates),
             assistant_prefix=self.assistant_prefix,
+        )
+
+    def verdict_request(self, reply: str) -> ChoiceRequest:
+        """Score the candidates as the verdict that follows a generated ``reply``.
+
+        For a reply with no parseable verdict (small judges ramble or stop early): the
+        assistant turn is forced to ``reply`` + the template's ``verdict_prefix``, and the
+        candidates are scored at that point, so the judge's own reasoning still decides.
+        """
+        if not self.candidates or not self.verdict_prefix:
+            raise TemplateError(f"template {self.template} has no verdict to score")
+        return ChoiceRequest(
+            messages=list(self.messages),
+            candidates=list(self.candidates),
+            assistant_prefix=self.assistant_prefix + reply.rstrip() + self.verdict_prefix,
         )
 
     def generate_request(
@@ -97,6 +113,7 @@ class PromptTemplate:
     choices: tuple[str, ...] | Literal["grades"]
     fences: tuple[str, ...]
     assistant_prefix: str = ""
+    verdict_prefix: str = ""
     defaults: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -137,7 +154,12 @@ class PromptTemplate:
             {"role": "user", "content": string.Template(self.user).substitute(text_values)}
         )
         return RenderedPrompt(
-            self.ref, tuple(messages), candidates, self.assistant_prefix, self.parser
+            self.ref,
+            tuple(messages),
+            candidates,
+            self.assistant_prefix,
+            self.parser,
+            self.verdict_prefix,
         )
 
     def _candidates(self, values: Mapping[str, Any]) -> tuple[str, ...]:
@@ -221,6 +243,7 @@ def parse_template(data: Mapping[str, Any], source: str = "<template>") -> Promp
             choices=GRADES if choices == GRADES else tuple(str(c) for c in list(choices)),
             fences=tuple(str(f) for f in data.get("fences", ())),
             assistant_prefix=str(data.get("assistant_prefix", "")),
+            verdict_prefix=str(data.get("verdict_prefix", "")),
             defaults={str(k): str(v) for k, v in data.get("defaults", {}).items()},
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +36,9 @@ def judge(
     non_tie_only: Annotated[bool, typer.Option(help="sample only human non-tie votes")] = False,
     max_chars: Annotated[int, typer.Option(min=100, help="truncate each answer")] = 1500,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="generate mode budget")] = 128,
+    verdict_fallback: Annotated[
+        str, typer.Option(help="generate mode: score (the letter after the reply) or none")
+    ] = "score",
     batch: Annotated[int, typer.Option(min=1, help="votes judged concurrently")] = 4,
     out: Annotated[Path | None, typer.Option(help="write the JSON report here")] = None,
 ) -> None:
@@ -52,7 +58,13 @@ def judge(
     }
     settings = get_settings().model_copy(update=overrides)
     votes = ev.stratified_sample(ev.load_votes(data), limit, seed, non_tie_only=non_tie_only)
-    options = JudgeOptions(mode=mode, swap=swap, template=template, max_new_tokens=max_new_tokens)
+    options = JudgeOptions(
+        mode=mode,
+        swap=swap,
+        template=template,
+        max_new_tokens=max_new_tokens,
+        verdict_fallback=verdict_fallback,
+    )
     started = time.monotonic()
     if method not in ("pairwise", "scale"):
         raise typer.BadParameter("choose pairwise or scale", param_hint="--method")
@@ -71,6 +83,7 @@ def judge(
         "non_tie_only": non_tie_only,
         "max_chars": max_chars,
         "max_new_tokens": max_new_tokens,
+        "verdict_fallback": verdict_fallback if mode == "generate" else None,
         "votes": len(votes),
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -97,15 +110,49 @@ async def _run(
         await start()
     service = JudgeService(settings, CachedJudge(backend, MemoryCache()), None)
     try:
-        with typer.progressbar(length=len(votes), label="judging votes") as bar:
+        with progress(len(votes), "judging votes") as update:
             if method == "scale":
                 return await ev.grade_votes(
-                    service, votes, k=k, max_chars=max_chars, batch=batch, progress=bar.update
+                    service, votes, k=k, max_chars=max_chars, batch=batch, progress=update
                 )
             return await ev.judge_votes(
-                service, votes, options, max_chars=max_chars, batch=batch, progress=bar.update
+                service, votes, options, max_chars=max_chars, batch=batch, progress=update
             )
     finally:
         close = getattr(backend, "aclose", None)
         if close is not None:
             await close()
+
+
+@contextmanager
+def progress(total: int, label: str, every_s: float = 30.0) -> Iterator[Any]:
+    """A progress bar on a terminal; elsewhere (CI, ``nohup``, a pipe) a log line at most
+    every ``every_s`` seconds and at the end, with the elapsed time and an estimate left."""
+    if sys.stdout.isatty():
+        with typer.progressbar(length=total, label=label) as bar:
+            yield bar.update
+        return
+    reporter = _LineProgress(total, label, every_s)
+    yield reporter.update
+    reporter.line()
+
+
+class _LineProgress:
+    def __init__(self, total: int, label: str, every_s: float) -> None:
+        self.total, self.label, self.every_s = total, label, every_s
+        self.done = 0
+        self.started = self.last = time.monotonic()
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if time.monotonic() - self.last >= self.every_s:
+            self.line()
+
+    def line(self) -> None:
+        self.last = time.monotonic()
+        elapsed = self.last - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        typer.echo(
+            f"{self.label}: {self.done}/{self.total}, {elapsed:.0f} s elapsed, ~{left:.0f} s left",
+            err=True,
+        )

@@ -145,12 +145,40 @@ class OpenAIBackend:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._logprobs_supported = config.choice_mode != "verdict"
+        self._model = config.model
+
+    @property
+    def started(self) -> bool:
+        """False until the served model is known (configured, or found by :meth:`start`)."""
+        return bool(self._model)
+
+    async def start(self) -> None:
+        """With no configured model, use the one the server lists at ``GET /models``.
+
+        vLLM and llama.cpp's server serve one model, so the judge works with just the URL.
+        Raises ``RuntimeError`` when the server is unreachable or lists no model.
+        """
+        if self._model:
+            return
+        try:
+            response = await self._client.get("models")
+            response.raise_for_status()
+            served = [str(m["id"]) for m in response.json().get("data", [])]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise RuntimeError(f"could not list the models of {self.config.base_url}: {exc}")
+        if not served:
+            raise RuntimeError(f"{self.config.base_url} serves no model")
+        if len(served) > 1:
+            logger.warning(
+                "%s serves %d models; judging with %s", self.config.base_url, len(served), served[0]
+            )
+        self._model = served[0]
 
     @property
     def info(self) -> BackendInfo:
         """Backend name, model id, and whether choices are still scored from logprobs."""
         details = {"base_url": self.config.base_url, "choice_mode": self.config.choice_mode}
-        return BackendInfo(BACKEND_NAME, self.config.model, self._logprobs_supported, details)
+        return BackendInfo(BACKEND_NAME, self._model, self._logprobs_supported, details)
 
     async def aclose(self) -> None:
         """Close the HTTP client if the backend created it."""
@@ -163,13 +191,25 @@ class OpenAIBackend:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    async def _missing_model(self) -> str | None:
+        """Why no model can be named (the server was down at start and still is), or None."""
+        try:
+            await self.start()
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Score every request concurrently; one result per request, in order."""
+        if problem := await self._missing_model():
+            return [ChoiceResult.failed("error", problem) for _ in requests]
         items = (self._guard(self._score_one(r), ChoiceResult.failed) for r in requests)
         return list(await asyncio.gather(*items))
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
         """Generate every reply concurrently; one result per request, in order."""
+        if problem := await self._missing_model():
+            return [GenerateResult.failed("error", problem) for _ in requests]
         items = (self._guard(self._generate_one(r), GenerateResult.failed) for r in requests)
         return list(await asyncio.gather(*items))
 
@@ -239,7 +279,7 @@ class OpenAIBackend:
         self, messages: Sequence[ChatMessage], prefix: str, max_tokens: int, temperature: float
     ) -> dict[str, Any]:
         turns = [{"role": m["role"], "content": m["content"]} for m in messages]
-        body: dict[str, Any] = {**self.config.extra_body, "model": self.config.model}
+        body: dict[str, Any] = {**self.config.extra_body, "model": self._model}
         body.update(max_tokens=max_tokens, temperature=temperature)
         if prefix:
             turns.append({"role": "assistant", "content": prefix})

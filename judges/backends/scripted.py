@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
 from judges.backends.base import (
@@ -22,12 +23,21 @@ from judges.backends.base import (
     ChoiceResult,
     GenerateRequest,
     GenerateResult,
+    ItemStatus,
     validate_choice,
     validate_generate,
 )
 
 ChooseScript = Callable[[ChoiceRequest], Sequence[float]]
 GenerateScript = Callable[[GenerateRequest], str]
+
+
+class ScriptedFailure(Exception):
+    """Raised by a script to give its item a chosen status (``timeout``, ``error``, ...)."""
+
+    def __init__(self, status: ItemStatus, message: str) -> None:
+        super().__init__(message)
+        self.status: ItemStatus = status
 
 
 def uniform_choice(request: ChoiceRequest) -> list[float]:
@@ -44,8 +54,11 @@ class ScriptedBackend:
     """A :class:`~judges.backends.base.JudgeBackend` whose answers come from functions.
 
     ``choose`` returns one log-probability per candidate; ``reply`` returns the generated
-    text (cut to ``max_new_tokens`` whitespace-separated words). ``calls`` records every
-    request batch, so a test can check what the service sent.
+    text (cut to ``max_new_tokens`` whitespace-separated words). A script that raises
+    :class:`ScriptedFailure` gives its item that status; any other exception gives
+    ``error``. ``calls`` records every request batch, so a test can check what the service
+    sent; with ``delay`` set, each call sleeps that long and ``max_in_flight`` records how
+    many calls overlapped.
     """
 
     def __init__(
@@ -58,6 +71,9 @@ class ScriptedBackend:
         self._reply = reply
         self._model_id = model_id
         self.calls: list[list[ChoiceRequest] | list[GenerateRequest]] = []
+        self.delay = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     @property
     def info(self) -> BackendInfo:
@@ -67,12 +83,24 @@ class ScriptedBackend:
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Score each request with the ``choose`` script."""
         self.calls.append(list(requests))
+        await self._wait()
         return [self._score(request) for request in requests]
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
         """Answer each request with the ``reply`` script."""
         self.calls.append(list(requests))
+        await self._wait()
         return [self._generate(request) for request in requests]
+
+    async def _wait(self) -> None:
+        if not self.delay:
+            return
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
 
     def _score(self, request: ChoiceRequest) -> ChoiceResult:
         problem = validate_choice(request)
@@ -80,6 +108,8 @@ class ScriptedBackend:
             return ChoiceResult.failed("invalid", problem)
         try:
             logprobs = list(self._choose(request))
+        except ScriptedFailure as exc:
+            return ChoiceResult.failed(exc.status, str(exc))
         except Exception as exc:
             return ChoiceResult.failed("error", f"{type(exc).__name__}: {exc}")
         if len(logprobs) != len(request.candidates):
@@ -92,6 +122,8 @@ class ScriptedBackend:
             return GenerateResult.failed("invalid", problem)
         try:
             words = self._reply(request).split(" ")
+        except ScriptedFailure as exc:
+            return GenerateResult.failed(exc.status, str(exc))
         except Exception as exc:
             return GenerateResult.failed("error", f"{type(exc).__name__}: {exc}")
         truncated = len(words) > request.max_new_tokens

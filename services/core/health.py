@@ -41,7 +41,7 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get(
-    "/v1/runs/{run_id}/groups",
+    "/v1/runs/{run_id:path}/groups",
     tags=["runs"],
     dependencies=[Depends(require_scope(Scope.reward))],
 )

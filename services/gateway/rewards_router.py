@@ -52,7 +52,7 @@ async def validate(body: ValidateRequest, service: Service) -> ValidateResponse:
     return service.validate(body)
 
 
-@router.get("/runs/{run_id}/groups")
+@router.get("/runs/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
     run_id: str,
     service: Service,

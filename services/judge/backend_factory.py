@@ -33,14 +33,14 @@ def _openai(settings: Settings) -> JudgeBackend:
     from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
     from judges.limits import make_limiter
 
-    if not settings.judge_base_url or not settings.judge_model:
+    if not settings.judge_base_url:
         raise ValueError(
-            "the openai judge backend needs PLAUDIT_JUDGE_BASE_URL (with /v1) and "
-            "PLAUDIT_JUDGE_MODEL (the served model name)"
+            "the openai judge backend needs PLAUDIT_JUDGE_BASE_URL (with /v1); "
+            "PLAUDIT_JUDGE_MODEL names the served model (default: the first one it lists)"
         )
     config = OpenAIConfig(
         settings.judge_base_url,
-        settings.judge_model,
+        settings.judge_model or "",
         api_key=settings.judge_api_key,
         timeout_s=settings.judge_timeout_s,
         max_concurrency=settings.judge_max_concurrency,

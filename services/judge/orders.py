@@ -14,6 +14,9 @@ from judges.parsing import parse_pairwise_verdict
 
 Order = Literal["ab", "ba"]
 Status = Literal["ok", "error", "timeout", "unparseable", "invalid"]
+Source = Literal["logprob", "parsed", "scored"]
+"""Where an order's verdict came from: letter probabilities, a parsed verdict line, or the
+letter probabilities scored after a reply that had no parseable verdict."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class OrderJudgment:
     status: Status
     error: str | None = None
     reply: str | None = None
+    source: Source | None = None
 
     @property
     def verdict(self) -> Literal["first", "second"] | None:
@@ -44,7 +48,7 @@ def from_choice(order: Order, result: ChoiceResult) -> OrderJudgment:
     """P(first slot better) is the probability of the letter "A"."""
     if not result.ok:
         return OrderJudgment(order, None, result.status, result.error)
-    return OrderJudgment(order, float(result.probs[0]), "ok")
+    return OrderJudgment(order, float(result.probs[0]), "ok", source="logprob")
 
 
 def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
@@ -55,7 +59,17 @@ def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
     if not verdict.ok:
         return OrderJudgment(order, None, "unparseable", verdict.reason, result.text)
     p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[verdict.winner or "tie"]
-    return OrderJudgment(order, p_first, "ok", reply=result.text)
+    return OrderJudgment(order, p_first, "ok", reply=result.text, source="parsed")
+
+
+def from_scored_verdict(unparsed: OrderJudgment, result: ChoiceResult) -> OrderJudgment:
+    """The verdict letter's probability scored after an unparseable reply; when that
+    scoring fails too, the order stays ``unparseable``."""
+    if not result.ok:
+        return unparsed
+    return OrderJudgment(
+        unparsed.order, float(result.probs[0]), "ok", reply=unparsed.reply, source="scored"
+    )
 
 
 def combine(orders: tuple[OrderJudgment, ...], tie_margin: float) -> PairJudgment:

@@ -41,6 +41,12 @@ class JudgeOptions(StrictModel):
         default=0.0, ge=0, le=0.5, description="|p_a - 0.5| below this is a tie"
     )
     max_new_tokens: int = Field(default=256, ge=1, le=4096, description="generate mode only")
+    verdict_fallback: Literal["score", "none"] = Field(
+        default="score",
+        description="generate mode: when a reply has no parseable verdict, 'score' reads "
+        "P(A) vs P(B) right after the reply and 'Verdict: [[' (backends with logprobs); "
+        "'none' leaves the order unparseable (a tie)",
+    )
     cache: bool = Field(default=True, description="use the judge cache")
 
 
@@ -59,6 +65,11 @@ class OrderResult(BaseModel):
     verdict: Literal["first", "second"] | None = None
     error: str | None = None
     reply: str | None = None
+    verdict_source: Literal["logprob", "parsed", "scored"] | None = Field(
+        default=None,
+        description="logprob: letter probabilities; parsed: the reply's verdict line; "
+        "scored: letter probabilities after a reply without a parseable verdict",
+    )
 
 
 class JudgeStamp(BaseModel):

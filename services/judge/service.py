@@ -181,9 +181,33 @@ class JudgeService:
                 p.generate_request(max_new_tokens=options.max_new_tokens) for p in prompts
             ]
             generated = await self._judge.generate(gen_requests, use_cache=options.cache)
-            for (index, order), gen in zip(plan, generated, strict=True):
-                per_pair[index].append(order_logic.from_generation(order, gen))
+            judged = [
+                order_logic.from_generation(order, gen)
+                for (_, order), gen in zip(plan, generated, strict=True)
+            ]
+            if options.verdict_fallback == "score" and self._judge.backend.info.supports_logprobs:
+                judged = await self._score_unparsed(prompts, judged, options.cache)
+            for (index, _), judgment in zip(plan, judged, strict=True):
+                per_pair[index].append(judgment)
         return [order_logic.combine(tuple(o), options.tie_margin) for o in per_pair]
+
+    async def _score_unparsed(
+        self,
+        prompts: Sequence[RenderedPrompt],
+        judged: list[order_logic.OrderJudgment],
+        use_cache: bool,
+    ) -> list[order_logic.OrderJudgment]:
+        """Replies without a parseable verdict get their letter scored after the reply."""
+        todo = [i for i, o in enumerate(judged) if o.status == "unparseable" and o.reply]
+        if not todo or not prompts[0].verdict_prefix:
+            return judged
+        scored = await self._judge.score_choices(
+            [prompts[i].verdict_request(judged[i].reply or "") for i in todo], use_cache=use_cache
+        )
+        out = list(judged)
+        for i, result in zip(todo, scored, strict=True):
+            out[i] = order_logic.from_scored_verdict(judged[i], result)
+        return out
 
     def _group_response(
         self,
@@ -270,6 +294,9 @@ class JudgeService:
         sampling: dict[str, float | int | None] = {"temperature": 0.0}
         if options.mode == "generate":
             sampling["max_new_tokens"] = options.max_new_tokens
+            sampling["verdict_fallback"] = int(
+                options.verdict_fallback == "score" and info.supports_logprobs
+            )
         return JudgeStamp(
             backend=info.name,
             model=info.model_id,
@@ -311,6 +338,7 @@ def _order_out(o: order_logic.OrderJudgment) -> dict[str, object]:
         "verdict": o.verdict,
         "error": o.error,
         "reply": o.reply,
+        "verdict_source": o.source,
     }
 
 

@@ -57,3 +57,10 @@ async def test_diversity_retries_are_replayed(client: httpx.AsyncClient) -> None
     b = await client.post("/v1/diversity/group", json=body, headers=headers)
     assert a.json() == b.json()
     assert len((await client.get("/v1/runs/run-d/groups")).json()["groups"]) == 1
+
+
+async def test_a_run_id_with_a_slash_can_be_listed(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/ordinal/advantages", json={**BODY, "run_id": "team/run-7"})
+    for path in ("/v1/runs/team/run-7/groups", "/v1/runs/team%2Frun-7/groups"):
+        page = (await client.get(path)).json()
+        assert [g["run_id"] for g in page["groups"]] == ["team/run-7"], path

@@ -86,3 +86,14 @@ def test_eval_command_on_the_real_judge(
     assert report["overall"]["votes"] == 2 and report["overall"]["failed"] == 0
     assert report["config"]["backend"] == "local"
     assert set(report) >= {"per_category", "references", "single_order"}
+
+
+def test_progress_prints_lines_when_not_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from services.eval_cli import progress
+
+    with progress(10, "judging votes", every_s=0.0) as update:
+        update(4)
+        update(6)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("judging votes: 4/10,") and "s left" in lines[0]
+    assert lines[-1].startswith("judging votes: 10/10,")

@@ -41,7 +41,7 @@ async def test_pairwise_swap_in_one_batched_call(
     assert data["winner"] == "a" and data["consistent"] is True and data["status"] == "ok"
     assert [o["order"] for o in data["orders"]] == ["ab", "ba"]
     assert data["p_a"] == pytest.approx(0.9)
-    assert scripted.calls == [2], "both orders go to the backend in one call"
+    assert [len(c) for c in scripted.calls] == [2], "both orders go to the backend in one call"
     assert data["judge"] == {
         "backend": "scripted",
         "model": "scripted-judge",
@@ -123,9 +123,27 @@ async def test_generate_mode_parses_verdicts(judge_client: httpx.AsyncClient) ->
     data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
     assert data["winner"] == "b" and data["judge"]["template"] == "pairwise_generate@1"
     assert data["orders"][0]["reply"].endswith("[[B]]")
-    unclear = {**body, "response_a": "UNCLEAR"}
+    assert {o["verdict_source"] for o in data["orders"]} == {"parsed"}
+    unclear = {**body, "response_a": "UNCLEAR", "verdict_fallback": "none"}
     data = (await judge_client.post("/v1/judge/pairwise", json=unclear)).json()
     assert data["winner"] == "tie" and data["status"] == "unparseable"
+    assert data["judge"]["sampling"]["verdict_fallback"] == 0
+
+
+async def test_generate_mode_scores_the_verdict_after_an_unparseable_reply(
+    judge_client: httpx.AsyncClient, scripted: ScriptedBackend
+) -> None:
+    body = {"prompt": "Q", "response_a": "UNCLEAR", "response_b": "GOOD", "mode": "generate"}
+    data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
+    assert data["status"] == "ok" and data["winner"] == "b", data
+    assert [o["verdict_source"] for o in data["orders"]] == ["scored", "scored"]
+    assert data["orders"][0]["reply"] == "Both have merits.", "the reply is kept"
+    assert data["judge"]["sampling"]["verdict_fallback"] == 1
+    scored = scripted.calls[-1]
+    assert len(scored) == 2 and all(
+        r.assistant_prefix == "Both have merits.\n\nVerdict: [["
+        for r in scored  # type: ignore[union-attr]
+    ), "the letter is scored right after the judge's own reply"
 
 
 async def test_scale_distribution_feeds_ordinal(judge_client: httpx.AsyncClient) -> None:
@@ -147,9 +165,9 @@ async def test_cache_hits_and_opt_out(
     first = (await judge_client.post("/v1/judge/group", json=body)).json()
     second = (await judge_client.post("/v1/judge/group", json=body)).json()
     assert first["rewards"] == second["rewards"]
-    assert scripted.calls == [4], "the repeated group is served from the cache"
+    assert [len(c) for c in scripted.calls] == [4], "the repeated group is served from the cache"
     await judge_client.post("/v1/judge/group", json={**body, "cache": False})
-    assert scripted.calls == [4, 4]
+    assert [len(c) for c in scripted.calls] == [4, 4]
     metrics = (await judge_client.get("/metrics")).text
     assert 'plaudit_judge_cache_total{outcome="hit"} 4.0' in metrics
 
@@ -164,7 +182,9 @@ async def test_identical_requests_in_flight_share_one_backend_call(
         judge_client.post("/v1/judge/pairwise", json=body),
     )
     assert first.json() == second.json()
-    assert scripted.calls == [2], "the second request waited for the first one's call"
+    assert [len(c) for c in scripted.calls] == [2], (
+        "the second request waited for the first one's call"
+    )
     assert (
         'plaudit_judge_cache_total{outcome="shared"} 2.0'
         in (await judge_client.get("/metrics")).text

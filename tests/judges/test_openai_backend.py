@@ -129,6 +129,12 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
         finally:
             run.in_flight -= 1
 
+    @app.get("/{behaviour}/{run_id}/v1/models")
+    async def models(behaviour: str, run_id: str) -> Response:
+        if behaviour == "no-models":
+            return JSONResponse({"object": "list", "data": []})
+        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
     return app
 
 
@@ -171,7 +177,7 @@ class Harness:
 
     def backend(self, behaviour: str, **overrides: Any) -> OpenAIBackend:
         limiter = overrides.pop("limiter", None)
-        config = OpenAIConfig(self.url(behaviour), model=MODEL, **overrides)
+        config = OpenAIConfig(self.url(behaviour), **{"model": MODEL, **overrides})
         return OpenAIBackend(config, limiter=limiter, sleep=self.sleep)
 
     @property
@@ -395,3 +401,23 @@ def test_verdicts_and_listed_tokens_are_read_without_a_server() -> None:
     assert verdict_result("Score: 11", ["1", "2", "3"]).status == "error"
     listed = choice_from_listed(["yes", "no"], [("\u0120yes", -0.2), ("\u2581no", -1.8)])
     assert listed.logprobs == (-0.2, -1.8) and listed.best() == "yes"
+
+
+async def test_the_served_model_is_found_when_none_is_configured(harness: Harness) -> None:
+    async with harness.backend("proper", model="") as backend:
+        assert not backend.started
+        await backend.start()
+        assert backend.started and backend.info.model_id == MODEL
+        [result] = await backend.score_choices([ask("Which? pick B")])
+        assert result.ok and harness.run.bodies[-1]["model"] == MODEL
+    async with harness.backend("no-models", model="") as backend:
+        with pytest.raises(RuntimeError, match="serves no model"):
+            await backend.start()
+        [result] = await backend.score_choices([ask("Which?")])
+        assert result.status == "error" and "serves no model" in (result.error or "")
+
+
+async def test_a_model_is_looked_up_on_first_use_when_start_was_skipped(harness: Harness) -> None:
+    async with harness.backend("proper", model="") as backend:
+        [result] = await backend.generate([GenerateRequest(messages=[user("hi")])])
+        assert result.ok and backend.info.model_id == MODEL

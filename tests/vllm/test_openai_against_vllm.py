@@ -73,8 +73,8 @@ async def test_shared_redis_limiter_with_a_real_server() -> None:
 
 async def test_judge_service_on_vllm(tmp_path: Path, embedder: Embedder) -> None:
     settings = Settings(  # type: ignore[call-arg]
-        data_dir=tmp_path, judge_backend="openai", judge_base_url=URL, judge_model=MODEL
-    )
+        data_dir=tmp_path, judge_backend="openai", judge_base_url=URL
+    )  # no judge_model: the backend asks the server which model it serves
     app = create_app(settings, embedder=embedder)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
