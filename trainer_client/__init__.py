@@ -16,8 +16,13 @@ Retry-After) that reuse one Idempotency-Key per call, so a retried group is scor
             print(exc.param, exc.request_id)   # groups[0].scores[1] req_...
 
 ``AsyncPlauditClient`` has the same methods, awaited (``async with ... as client``).
+
+Trainer adapters: :func:`plaudit_reward_func` builds a TRL ``GRPOTrainer`` reward function
+(``trainer_client.rewards``); ``trainer_client.verl`` and ``trainer_client.openrlhf`` are files
+that verl (``custom_reward_function.path``) and OpenRLHF (``--remote_rm_url``) load by path.
 """
 
+from trainer_client._scorer import RewardUnavailable
 from trainer_client.client import DEFAULT_BASE_URL, AsyncPlauditClient, PlauditClient
 from trainer_client.config import RetryPolicy, Timeouts
 from trainer_client.errors import (
@@ -33,10 +38,12 @@ from trainer_client.errors import (
     PlauditTimeout,
     ServerError,
 )
+from trainer_client.rewards import AsyncPlauditReward, PlauditReward, plaudit_reward_func
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "AsyncPlauditClient",
+    "AsyncPlauditReward",
     "AuthenticationError",
     "BackendUnavailable",
     "Conflict",
@@ -47,8 +54,11 @@ __all__ = [
     "PlauditClient",
     "PlauditConnectionError",
     "PlauditError",
+    "PlauditReward",
     "PlauditTimeout",
     "RetryPolicy",
+    "RewardUnavailable",
     "ServerError",
     "Timeouts",
+    "plaudit_reward_func",
 ]

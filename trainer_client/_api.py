@@ -255,6 +255,69 @@ class Endpoints(Generic[R]):
         }
         return self._post("/v1/judge/scale", body(fields, options), idempotency_key)
 
+    def rewards_group(
+        self,
+        prompt: Prompt,
+        completions: Sequence[Completion],
+        spec: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        finish_reasons: Sequence[str | None] | None = None,
+        token_counts: Sequence[int] | None = None,
+        id: str | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> R:
+        """Composite rewards for one prompt's G completions: every channel of ``spec`` (each
+        with a weight) and their weighted ``total``, which is None, never 0, when a channel
+        failed for that completion. ``finish_reasons`` and ``token_counts`` hold one entry per
+        completion.
+
+        ::
+
+            spec = {"channels": {"diversity": {"weight": 0.5}, "judge_scale": {"k": 5}}}
+            out = client.rewards_group("Name a prime.", ["7", "9", "2"], spec, run_id="r1", step=3)
+            [(r["id"], r["total"], r["status"]) for r in out["results"]]
+        """
+        fields = {
+            "id": id,
+            "prompt": _prompt(prompt),
+            "completions": _completions(completions),
+            "spec": dict(spec),
+            "finish_reasons": None if finish_reasons is None else list(finish_reasons),
+            "token_counts": None if token_counts is None else list(token_counts),
+            "run_id": run_id,
+            "step": step,
+        }
+        return self._post("/v1/rewards/group", body(fields, options), idempotency_key)
+
+    def rewards_validate(self, spec: Mapping[str, Any]) -> R:
+        """A dry run of a reward spec: ``valid``, the resolved spec (defaults filled) and its
+        ``spec_hash``, or ``errors`` naming each bad field. Scores nothing.
+
+        ::
+
+            client.rewards_validate({"channels": {"foo": {}}})["errors"][0]["param"]
+            # 'spec.channels.foo'
+        """
+        return self._post("/v1/rewards/validate", {"spec": dict(spec)}, None)
+
+    def reward_runs(
+        self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
+    ) -> R:
+        """The reward groups scored for ``run_id`` (``rewards_group`` calls that carried it),
+        oldest first, each with its spec hash; follow ``next_offset`` for the next page.
+
+        ::
+
+            page = client.reward_runs("run-7", step=3)
+            [g["result"]["spec_hash"] for g in page["groups"]], page["next_offset"]
+        """
+        params = body({"step": step, "limit": limit, "offset": offset}, {})
+        path = f"/v1/rewards/runs/{quote(run_id, safe='')}/groups"
+        return self._call(Call("GET", path, params=params))
+
     def run_groups(
         self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
     ) -> R:

@@ -165,7 +165,9 @@ class OpenAIBackend:
             response.raise_for_status()
             served = [str(m["id"]) for m in response.json().get("data", [])]
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RuntimeError(f"could not list the models of {self.config.base_url}: {exc}")
+            raise RuntimeError(
+                f"could not list the models of {self.config.base_url}: {exc}"
+            ) from exc
         if not served:
             raise RuntimeError(f"{self.config.base_url} serves no model")
         if len(served) > 1:

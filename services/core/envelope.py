@@ -51,7 +51,9 @@ def error_response(
 
 def format_loc(loc: Sequence[int | str]) -> str | None:
     """``("body", "groups", 0, "scores")`` -> ``"groups[0].scores"``."""
-    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
+    # Only the first element says where the value came from; a body field may itself be
+    # called "query" (OpenRLHF's request has one).
+    parts = list(loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc)
     out = ""
     for part in parts:
         if isinstance(part, int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, field_validator
@@ -81,6 +82,12 @@ class Settings(BaseSettings):
     judge_timeout_s: float = Field(default=300.0, gt=0, description="per backend call")
     judge_max_batch_size: int = Field(default=8, ge=1, description="sequences per forward pass")
     judge_max_input_tokens: int = Field(default=2048, ge=16)
+    judge_prefix_min_tokens: int = Field(
+        default=16,
+        ge=0,
+        description="local: a prompt prefix shared by a batch runs once when it has at least "
+        "this many tokens (0: off)",
+    )
     judge_max_concurrency: int = Field(default=8, ge=1, description="openai: requests in flight")
     judge_rpm: int | None = Field(default=None, ge=1, description="openai: requests per minute")
     judge_cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
@@ -92,6 +99,31 @@ class Settings(BaseSettings):
     diversity_max_completions: int = Field(default=64, ge=2)
     diversity_max_groups: int = Field(default=256, ge=1)
     max_text_chars: int = Field(default=100_000, ge=1)
+
+    protocol_spec: dict[str, Any] | None = Field(
+        default=None,
+        description="trainer protocols (/get_reward, /slime/reward): the reward spec as JSON; "
+        'default {"channels": {"judge_scale": {"weight": 1.0}}}',
+    )
+    protocol_group_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="trainer protocols: samples per prompt (OpenRLHF --n_samples_per_prompt, "
+        "slime --n-samples-per-prompt); group channels wait for this many",
+    )
+    protocol_group_wait_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=600,
+        description="trainer protocols: the longest a partial group waits before it is scored "
+        "(keep it under the trainer's HTTP timeout: OpenRLHF 180 s, slime 120 s)",
+    )
+    protocol_on_failure: Literal["neutral", "error"] = Field(
+        default="neutral",
+        description="trainer protocols: a failed sample gets its group's mean ok total "
+        "(neutral, flagged in the response) or the request answers 503 (error)",
+    )
 
     @field_validator("log_level")
     @classmethod

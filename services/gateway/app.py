@@ -10,6 +10,7 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.settings import Settings
 from services.diversity.app import component as diversity_component
+from services.gateway.protocols_app import component as protocols_component
 from services.gateway.rewards_app import component as rewards_component
 from services.gateway.rewards_app import shared
 from services.judge.app import component as judge_component
@@ -22,7 +23,8 @@ def components() -> list[Component]:
         ordinal_component(),
         shared(diversity_component()),
         shared(judge_component()),
-        rewards_component(),
+        shared(rewards_component()),
+        protocols_component(),
     ]
 
 

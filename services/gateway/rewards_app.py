@@ -44,7 +44,8 @@ def shared(component: Component) -> Component:
     return dataclasses.replace(component, build=build)
 
 
-def _reuse(resources: Resources, kind: type[T], make: Callable[[], Component]) -> T:
+def reuse(resources: Resources, kind: type[T], make: Callable[[], Component]) -> T:
+    """The service a :func:`shared` component built earlier, or a new one built now."""
     found = resources.extras.get(_key(make().name))
     if isinstance(found, kind):
         return found
@@ -57,8 +58,8 @@ def component() -> Component:
     """``/v1/rewards``: composite group rewards over the judge and diversity services."""
 
     def build(resources: Resources) -> RewardsService:
-        judge = _reuse(resources, JudgeService, judge_component)
-        diversity = _reuse(resources, DiversityService, diversity_component)
+        judge = reuse(resources, JudgeService, judge_component)
+        diversity = reuse(resources, DiversityService, diversity_component)
         return RewardsService(ChannelRunner(judge, diversity), RewardGroups(resources.sessions))
 
     return Component(name="rewards", router=router, build=build, needs_embedder=True)

@@ -69,6 +69,8 @@ class JudgeService:
             [(request.response_a, request.response_b)],
             request,
         )
+        if pair.status == "invalid":  # e.g. longer than the judge's input limit: no retry helps
+            raise InvalidInput(f"the judge cannot take this pair: {_first_error(pair)}")
         if pair.status in FAILED:
             raise BackendUnavailable(f"the judge could not answer: {_first_error(pair)}")
         return PairwiseResponse(
@@ -101,8 +103,7 @@ class JudgeService:
         judged = await self.judge_pairs(
             template, prompt_text(request.prompt), [(text(i), text(j)) for i, j in pairs], request
         )
-        if all(p.status in FAILED for p in judged):
-            raise BackendUnavailable(f"the judge could not answer: {_first_error(judged[0])}")
+        _unavailable_if_nothing_judged([p.status for p in judged], _first_error(judged[0]))
         response = self._group_response(request, template, pairs, judged)
         await self._store("judge.group", request, response.model_dump())
         return response
@@ -129,8 +130,7 @@ class JudgeService:
             _scale_result(cid, out.probs if out.ok else None, out.status, out.error)
             for cid, out in zip(completion_ids(request.completions), outcomes, strict=True)
         ]
-        if all(r.status != "ok" for r in results):
-            raise BackendUnavailable(f"the judge could not answer: {results[0].error}")
+        _unavailable_if_nothing_judged([r.status for r in results], results[0].error)
         info = self._judge.backend.info
         response = ScaleResponse(
             k=request.k,
@@ -340,6 +340,13 @@ def _order_out(o: order_logic.OrderJudgment) -> dict[str, object]:
         "reply": o.reply,
         "verdict_source": o.source,
     }
+
+
+def _unavailable_if_nothing_judged(statuses: Sequence[str], error: str | None) -> None:
+    """503 when no item was judged because the backend failed (a retry may help). Items that
+    are all ``invalid`` (too long for the judge) are the caller's data: 200 with statuses."""
+    if all(s in FAILED for s in statuses) and any(s != "invalid" for s in statuses):
+        raise BackendUnavailable(f"the judge could not answer: {error}")
 
 
 def _first_error(pair: order_logic.PairJudgment) -> str:

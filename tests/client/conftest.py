@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -94,3 +95,68 @@ def standin() -> Iterator[Callable[..., StandIn]]:
     yield start
     for server in started:
         server.stop()
+
+
+#: ``plaudit serve all`` loads MiniLM and the SmolLM2 judge before it is ready.
+ALL_READY_WITHIN_S = 240.0
+#: The judge of the ``serve all`` fixture rejects longer inputs as ``invalid``, so a test can
+#: make one completion of a group fail for real by making it long.
+JUDGE_MAX_INPUT_TOKENS = 512
+
+
+@contextlib.contextmanager
+def _serving(service: str, root: Path, env: dict[str, str], within: float) -> Iterator[str]:
+    """``plaudit <service>`` on a free loopback port until the block exits; yields its URL."""
+    port = _free_port()
+    log_path = root / "serve.log"
+    binary = Path(sys.executable).with_name("plaudit")
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(binary), "serve", service, "--host", "127.0.0.1", "--port", str(port)],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + within
+        while not _answers_ready(url, proc, log_path):
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"plaudit serve {service} not ready in {within}s:\n{log_path.read_text()}"
+                )
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _answers_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> bool:
+    if proc.poll() is not None:
+        pytest.fail(f"plaudit serve exited ({proc.returncode}):\n{log_path.read_text()}")
+    try:
+        return httpx.get(f"{url}/health/ready", timeout=2.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def live_all_server(
+    tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path
+) -> Iterator[LiveServer]:
+    """``plaudit serve all`` on the embedded default (SQLite, in-process cache) with the real
+    MiniLM embedder and SmolLM2 judge, its own data dir and API keys, over TCP."""
+    root = tmp_path_factory.mktemp("plaudit-all")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")}
+    env["PLAUDIT_DATA_DIR"] = str(root / "data")
+    env["PLAUDIT_MODEL_CACHE_DIR"] = str(model_cache_dir)
+    env["PLAUDIT_JUDGE_MAX_INPUT_TOKENS"] = str(JUDGE_MAX_INPUT_TOKENS)
+    env["PLAUDIT_API_KEYS"] = f'{{"{REWARD_KEY}": ["reward"], "{ADMIN_ONLY_KEY}": ["admin"]}}'
+    with _serving("all", root, env, ALL_READY_WITHIN_S) as url:
+        yield LiveServer(url)

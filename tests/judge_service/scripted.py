@@ -1,8 +1,9 @@
 """The scripted judge of the service tests: judges.backends.scripted with a fixed script.
 
 It prefers the response containing "GOOD", can favour the first slot, and fails on purpose
-for prompts containing "FAIL" (error) or "SLOW" (timeout), or everywhere when ``down``. For
-tests of parsing and aggregation only, never the only proof that a feature works.
+for prompts containing "FAIL" (error), "SLOW" (timeout) or "TOOLONG" (invalid), or
+everywhere when ``down``. For tests of parsing and aggregation only, never the only proof
+that a feature works.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ScriptedBackend(LibraryScriptedBackend):
             raise ScriptedFailure("error", "scripted failure")
         if "SLOW" in text:
             raise ScriptedFailure("timeout", "scripted timeout")
+        if "TOOLONG" in text:
+            raise ScriptedFailure("invalid", "prompt too long (scripted)")
 
     def _choose_script(self, request: ChoiceRequest) -> list[float]:
         text = "\n".join(m["content"] for m in request.messages)

@@ -261,3 +261,18 @@ async def test_judged_groups_are_stored_for_the_run(judge_client: httpx.AsyncCli
     stored = (await judge_client.get("/v1/runs/judge-run/groups")).json()["groups"]
     assert [g["service"] for g in stored] == ["judge.group", "judge.scale"]
     assert stored[0]["result"]["rewards"] == [1.0, -1.0]
+
+
+async def test_input_too_long_for_the_judge_is_the_callers_data_not_a_503(
+    judge_client: httpx.AsyncClient,
+) -> None:
+    pair = {"prompt": "Q TOOLONG", "response_a": "a", "response_b": "b"}
+    r = await judge_client.post("/v1/judge/pairwise", json=pair)
+    assert assert_envelope(r, 422)["type"] == "invalid_request"
+    scale = {"prompt": "Q TOOLONG", "completions": ["a", "b"], "k": 5}
+    data = (await judge_client.post("/v1/judge/scale", json=scale)).json()
+    assert [x["status"] for x in data["results"]] == ["invalid", "invalid"]
+    assert all(x["expected"] is None for x in data["results"])
+    group = {"prompt": "Q TOOLONG", "completions": ["a", "b", "c", "d"]}
+    data = (await judge_client.post("/v1/judge/group", json=group)).json()
+    assert data["status"] == ["invalid"] * 4 and data["rewards"] == [None] * 4

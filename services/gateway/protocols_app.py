@@ -1,0 +1,27 @@
+"""The trainer-protocols component: OpenRLHF's and slime's reward calls over the rewards service.
+
+``components()`` in ``services.gateway.app`` shares the rewards service with it; alone, it
+builds its own (and with it the judge and diversity services).
+"""
+
+from __future__ import annotations
+
+from services.core.components import Component
+from services.core.resources import Resources
+from services.gateway.protocols_router import router
+from services.gateway.protocols_service import ProtocolService
+from services.gateway.rewards_app import component as rewards_component
+from services.gateway.rewards_app import reuse
+from services.gateway.rewards_service import RewardsService
+
+
+def component() -> Component:
+    """``/get_reward`` (OpenRLHF) and ``/slime/reward`` (slime), with group buffering."""
+
+    def build(resources: Resources) -> ProtocolService:
+        rewards = reuse(resources, RewardsService, rewards_component)
+        service = ProtocolService(rewards, resources.settings)
+        resources.closers.append(service.aclose)
+        return service
+
+    return Component(name="protocols", router=router, build=build, needs_embedder=True)

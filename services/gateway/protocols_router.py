@@ -1,0 +1,116 @@
+"""HTTP routes of the trainer protocols: thin handlers over ProtocolService.
+
+The paths are the trainers', not Plaudit's versioned API: ``POST /get_reward`` is where
+OpenRLHF's stock reward server answers, ``POST /slime/reward`` is what slime's ``--rm-url``
+points at. Options come as query parameters, since a trainer only lets one set the URL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from services.core.auth import require_scope, scopes_for
+from services.core.deps import service_of
+from services.core.errors import Forbidden, Unauthorized
+from services.core.settings import Scope, Settings
+from services.gateway.protocols_schemas import (
+    FailurePolicy,
+    OpenRLHFRequest,
+    OpenRLHFResponse,
+    SlimeRequest,
+    SlimeResponse,
+)
+from services.gateway.protocols_service import ProtocolOptions, ProtocolService
+
+_reward_scope = require_scope(Scope.reward)
+
+
+async def require_trainer_key(request: Request) -> None:
+    """The ``reward`` scope, with the key also accepted as HTTP Basic credentials.
+
+    OpenRLHF and slime send no headers of their own, but their HTTP clients turn credentials
+    in the URL into Basic auth: ``http://plaudit:KEY@host:8000/get_reward`` (or ``KEY@host``).
+    """
+    settings: Settings = request.app.state.settings
+    if not settings.api_keys:
+        return
+    key = _basic_key(request)
+    if key is None:
+        await _reward_scope(request)
+        return
+    scopes = scopes_for(settings, key)
+    if scopes is None:
+        raise Unauthorized("unknown API key in the URL's credentials")
+    if Scope.reward not in scopes:
+        raise Forbidden("this API key lacks the 'reward' scope")
+
+
+def _basic_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if not auth.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(auth[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise Unauthorized("malformed Basic credentials") from None
+    user, _, password = decoded.partition(":")
+    return password or user
+
+
+router = APIRouter(tags=["trainer protocols"], dependencies=[Depends(require_trainer_key)])
+
+
+def _service(request: Request) -> ProtocolService:
+    service: ProtocolService = service_of(request, "protocols")
+    return service
+
+
+Service = Annotated[ProtocolService, Depends(_service)]
+
+
+def _options(
+    service: Service,
+    spec: Annotated[
+        str | None, Query(description="reward spec as JSON (default: the server's)")
+    ] = None,
+    group_size: Annotated[
+        int | None, Query(ge=1, le=1024, description="samples per prompt the trainer draws")
+    ] = None,
+    wait_s: Annotated[
+        float | None, Query(gt=0, le=600, description="longest wait for a partial group")
+    ] = None,
+    on_failure: Annotated[
+        FailurePolicy | None, Query(description="neutral: group mean, flagged; error: 503")
+    ] = None,
+    run_id: Annotated[str | None, Query(max_length=200, description="store groups")] = None,
+    step: Annotated[int | None, Query(ge=0)] = None,
+) -> ProtocolOptions:
+    return service.options(
+        spec=spec,
+        group_size=group_size,
+        wait_s=wait_s,
+        on_failure=on_failure,
+        run_id=run_id,
+        step=step,
+    )
+
+
+Options = Annotated[ProtocolOptions, Depends(_options)]
+
+
+@router.post("/get_reward")
+async def openrlhf_reward(
+    body: OpenRLHFRequest, service: Service, options: Options
+) -> OpenRLHFResponse:
+    """OpenRLHF's remote reward model (``--remote_rm_url``): rewards, scores, extra_logs."""
+    return await service.openrlhf(body, options)
+
+
+@router.post("/slime/reward")
+async def slime_reward(body: SlimeRequest, service: Service, options: Options) -> SlimeResponse:
+    """slime's remote reward model (``--rm-type remote_rm --reward-key reward``)."""
+    return await service.slime(body, options)

@@ -1,0 +1,211 @@
+"""From a scored rollout group to the plain numbers a trainer protocol needs (pure, no I/O).
+
+OpenRLHF and slime need a number for every sample, while Plaudit reports a failed completion
+as ``total: null`` with its status. The ``neutral`` policy fills a failed sample with the mean
+of its group's ok totals: under group normalization (GRPO, RLOO, OpenRLHF's group_norm) that
+is an advantage of zero, so the sample neither pushes nor pulls the policy (issue 4). The
+sample stays marked as failed (``failed``/``status``), so it is never a silent 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from services.gateway.rewards_schemas import CompletionReward
+from services.gateway.rewards_spec import (
+    ChannelSpec,
+    DiversitySpec,
+    JudgePairwiseSpec,
+    JudgeScaleSpec,
+    ResolvedSpec,
+)
+
+#: Channels that compare the completions of a group, so a group must be gathered first.
+GROUP_CHANNELS = frozenset({"diversity", "judge_pairwise"})
+
+#: End-of-turn and padding tokens a decoded query may end with (OpenRLHF decodes with
+#: ``skip_special_tokens=False``); the judge should not see them as part of the response.
+END_MARKERS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|end|>",
+    "</s>",
+    "<pad>",
+)
+
+#: Status of the samples of a group too small for a group channel (a lone straggler).
+GROUP_TOO_SMALL = "group_too_small"
+
+
+def split_response(query: str, prompt: str) -> str | None:
+    """The response inside an OpenRLHF query (prompt + response); None when the prompt is absent.
+
+    The prompt is normally a prefix of the query; anything decoded before it (a BOS token) is
+    skipped. Trailing end-of-turn and padding tokens are removed.
+
+    >>> split_response("<|user|>Hi<|assistant|>Hello!<|im_end|>", "<|user|>Hi<|assistant|>")
+    'Hello!'
+    >>> split_response("something else", "<|user|>Hi") is None
+    True
+    """
+    if query.startswith(prompt):
+        rest = query[len(prompt) :]
+    else:
+        at = query.find(prompt)
+        if at < 0:
+            return None
+        rest = query[at + len(prompt) :]
+    return strip_end_markers(rest)
+
+
+def strip_end_markers(text: str) -> str:
+    """``"Hello<|im_end|><|endoftext|>\\n"`` -> ``"Hello"``; leading text is left alone."""
+    while True:
+        trimmed = text.rstrip()
+        for marker in END_MARKERS:
+            if trimmed.endswith(marker):
+                trimmed = trimmed[: -len(marker)]
+                break
+        if trimmed == text:
+            return text
+        text = trimmed
+
+
+def unit_value(channel: ChannelSpec, value: float) -> float:
+    """A channel value mapped onto [0, 1] by the channel's own range.
+
+    judge_scale 1..K, judge_pairwise's pprgde [-1, 1] and win_rate [0, 1], diversity [0, 1]
+    (clamped); Bradley-Terry log-strengths are unbounded, so they go through a logistic.
+
+    >>> unit_value(JudgeScaleSpec(k=5), 3.0)
+    0.5
+    """
+    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "bradley_terry":
+        return 1.0 / (1.0 + math.exp(-value))
+    low, high = _range(channel)
+    return min(1.0, max(0.0, (value - low) / (high - low)))
+
+
+def midpoint(channel: ChannelSpec) -> float:
+    """The value a channel maps to 0.5 (the neutral fill of a group with no ok sample)."""
+    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "bradley_terry":
+        return 0.0
+    low, high = _range(channel)
+    return (low + high) / 2
+
+
+def _range(channel: ChannelSpec) -> tuple[float, float]:
+    if isinstance(channel, JudgeScaleSpec):
+        return 1.0, float(channel.k)
+    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "pprgde":
+        return -1.0, 1.0
+    if isinstance(channel, JudgePairwiseSpec | DiversitySpec):
+        return 0.0, 1.0
+    raise ValueError(f"no known range for {type(channel).__name__}")
+
+
+def unit_score(spec: ResolvedSpec, values: Mapping[str, float]) -> float:
+    """The weighted mean of the channels' [0, 1] values: the trainer's ``score``.
+
+    >>> from services.gateway.rewards_spec import resolve_spec
+    >>> spec = resolve_spec({"channels": {"judge_scale": {"k": 5}, "diversity": {}}})
+    >>> unit_score(spec, {"judge_scale": 5.0, "diversity": 0.0})
+    0.5
+    """
+    weights = {name: spec.channels[name].weight for name in values}
+    units = {name: unit_value(spec.channels[name], v) for name, v in values.items()}
+    total_weight = sum(weights.values())
+    if total_weight == 0:
+        return sum(units.values()) / len(units)
+    return sum(weights[n] * units[n] for n in units) / total_weight
+
+
+@dataclass(frozen=True)
+class SampleReward:
+    """One sample's numbers for a trainer.
+
+    ``total`` is the weighted total as Plaudit computed it (None when it failed); ``reward``
+    is the total, or the group's neutral value for a failed sample.
+    """
+
+    reward: float
+    score: float
+    total: float | None
+    status: str
+    channels: dict[str, float]
+    group_size: int
+    spec_hash: str
+
+    @property
+    def failed(self) -> bool:
+        return self.total is None
+
+
+def settle_group(spec: ResolvedSpec, results: Sequence[CompletionReward]) -> list[SampleReward]:
+    """Trainer numbers for each completion of a scored group (failed ones filled neutrally)."""
+    fills = {
+        name: _mean(_ok_values(results, name), default=midpoint(channel))
+        for name, channel in spec.channels.items()
+    }
+    ok = [r for r in results if r.total is not None]
+    reward_fill = _mean([r.total for r in ok if r.total is not None], default=_total(spec, fills))
+    score_fill = _mean([unit_score(spec, _values(r, fills)) for r in ok], default=0.5)
+    out = []
+    for r in results:
+        values = _values(r, fills)
+        out.append(
+            SampleReward(
+                reward=reward_fill if r.total is None else r.total,
+                score=score_fill if r.total is None else unit_score(spec, values),
+                total=r.total,
+                status=r.status,
+                channels=values,
+                group_size=len(results),
+                spec_hash=spec.hash,
+            )
+        )
+    return out
+
+
+def unscored_group(spec: ResolvedSpec, size: int, status: str) -> list[SampleReward]:
+    """``size`` failed samples that no channel could score (e.g. a lone sample, pairwise spec)."""
+    fills = {name: midpoint(channel) for name, channel in spec.channels.items()}
+    sample = SampleReward(
+        reward=_total(spec, fills),
+        score=0.5,
+        total=None,
+        status=status,
+        channels=fills,
+        group_size=size,
+        spec_hash=spec.hash,
+    )
+    return [sample] * size
+
+
+def _ok_values(results: Sequence[CompletionReward], name: str) -> list[float]:
+    out = []
+    for r in results:
+        channel = r.channels[name]
+        if channel.status == "ok" and channel.value is not None:
+            out.append(channel.value)
+    return out
+
+
+def _values(result: CompletionReward, fills: Mapping[str, float]) -> dict[str, float]:
+    out = {}
+    for name, fill in fills.items():
+        channel = result.channels[name]
+        out[name] = channel.value if channel.status == "ok" and channel.value is not None else fill
+    return out
+
+
+def _total(spec: ResolvedSpec, values: Mapping[str, float]) -> float:
+    return float(sum(spec.channels[name].weight * v for name, v in values.items()))
+
+
+def _mean(values: Sequence[float], *, default: float) -> float:
+    return float(sum(values) / len(values)) if values else default

@@ -1,0 +1,308 @@
+"""Trainer protocols: OpenRLHF's and slime's remote reward calls, over the rewards service.
+
+Both trainers post one sample per request. Samples are grouped by prompt; when the spec has a
+group channel (judge_pairwise, diversity) the group is gathered in a :class:`GroupBuffer`
+until the trainer's group size arrives or the wait runs out, then scored once with
+:meth:`RewardsService.group` (and stored for the run like ``/v1/rewards/group`` does). With
+per-sample channels only, a request is scored at once.
+
+A failed sample (``total: null``) follows the failure policy: ``neutral`` gives it the mean of
+its group's ok totals (zero advantage under group normalization) and marks it failed;
+``error`` answers 503 with Retry-After so the trainer's client retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.core.errors import BackendUnavailable, InvalidInput
+from services.core.records import content_hash
+from services.core.settings import Settings
+from services.gateway.group_buffer import GroupBuffer
+from services.gateway.protocols_schemas import (
+    FailurePolicy,
+    OpenRLHFRequest,
+    OpenRLHFResponse,
+    SlimeRequest,
+    SlimeResponse,
+)
+from services.gateway.protocols_scoring import (
+    GROUP_CHANNELS,
+    GROUP_TOO_SMALL,
+    SampleReward,
+    settle_group,
+    split_response,
+    unscored_group,
+)
+from services.gateway.rewards_schemas import RewardsGroupRequest
+from services.gateway.rewards_service import RewardsService
+from services.gateway.rewards_spec import ResolvedSpec, resolve_spec
+from services.judge.schemas import Prompt
+
+log = logging.getLogger(__name__)
+
+#: The spec used when neither the request nor PLAUDIT_PROTOCOL_SPEC names one.
+DEFAULT_SPEC: dict[str, Any] = {"channels": {"judge_scale": {"weight": 1.0}}}
+#: Retry-After (seconds) of the 503 that the ``error`` policy answers.
+RETRY_AFTER_S = 5.0
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """How one protocol request is scored: from its query parameters over the settings."""
+
+    spec: ResolvedSpec
+    group_size: int
+    wait_s: float
+    on_failure: FailurePolicy
+    run_id: str | None = None
+    step: int | None = None
+
+    @property
+    def buffered(self) -> bool:
+        """Whether samples wait for their group (a group channel in the spec)."""
+        return bool(GROUP_CHANNELS & set(self.spec.channels))
+
+
+@dataclass(frozen=True)
+class Sample:
+    prompt: Prompt
+    response: str
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """Samples belong to one group when prompt, spec, run, step and group size agree."""
+
+    prompt_hash: str
+    spec_hash: str
+    run_id: str | None
+    step: int | None
+    size: int
+    prompt: Prompt = field(compare=False)
+    spec: ResolvedSpec = field(compare=False)
+
+
+class ProtocolService:
+    """Scores trainer-protocol requests; the buffer of waiting samples lives here.
+
+    Example::
+
+        service = ProtocolService(rewards, settings)
+        options = service.options(spec='{"channels": {"diversity": {}}}', group_size=8)
+        response = await service.openrlhf(OpenRLHFRequest(query=[q], prompts=[p]), options)
+        response.rewards  # one number per query, never a silent 0
+    """
+
+    def __init__(self, rewards: RewardsService, settings: Settings) -> None:
+        self._rewards = rewards
+        self._settings = settings
+        # Checked now, so a bad PLAUDIT_PROTOCOL_SPEC stops the server at start-up.
+        self._default_spec = protocol_spec(settings.protocol_spec or DEFAULT_SPEC)
+        self._buffer: GroupBuffer[GroupKey, str, SampleReward] = GroupBuffer(self._score_group)
+
+    def options(
+        self,
+        *,
+        spec: str | None = None,
+        group_size: int | None = None,
+        wait_s: float | None = None,
+        on_failure: FailurePolicy | None = None,
+        run_id: str | None = None,
+        step: int | None = None,
+    ) -> ProtocolOptions:
+        """Query parameters over the server's settings; a bad spec or group size is a 422."""
+        resolved = self._default_spec if spec is None else protocol_spec(_parse_spec(spec))
+        size = group_size if group_size is not None else self._settings.protocol_group_size
+        options = ProtocolOptions(
+            spec=resolved,
+            group_size=size or 1,
+            wait_s=wait_s if wait_s is not None else self._settings.protocol_group_wait_s,
+            on_failure=on_failure or self._settings.protocol_on_failure,
+            run_id=run_id,
+            step=step,
+        )
+        if options.buffered and options.group_size < 2:
+            names = ", ".join(sorted(GROUP_CHANNELS & set(resolved.channels)))
+            raise InvalidInput(
+                f"the spec's group channels ({names}) compare a prompt's samples: set "
+                "group_size to the trainer's samples per prompt (at least 2), as a query "
+                "parameter or PLAUDIT_PROTOCOL_GROUP_SIZE",
+                param="group_size",
+            )
+        return options
+
+    async def openrlhf(
+        self, request: OpenRLHFRequest, options: ProtocolOptions
+    ) -> OpenRLHFResponse:
+        """OpenRLHF's ``/get_reward``: rewards, [0, 1] scores and numeric extra logs."""
+        _check_openrlhf(request)
+        # With several --remote_rm_url endpoints, OpenRLHF shards each request's samples
+        # across them, so the others receive empty lists: they get empty answers.
+        samples = [
+            Sample(prompt, _response(query, prompt, i))
+            for i, (query, prompt) in enumerate(zip(request.query, request.prompts, strict=True))
+        ]
+        rewards = await self.score(samples, options)
+        return openrlhf_response(rewards, options.spec)
+
+    async def slime(self, request: SlimeRequest, options: ProtocolOptions) -> SlimeResponse:
+        """slime's ``remote_rm``: one sample, answered as a dict for ``--reward-key reward``."""
+        prompt: Prompt = (
+            request.prompt
+            if isinstance(request.prompt, str)
+            else [m.message() for m in request.prompt]
+        )
+        [reward] = await self.score([Sample(prompt, request.response)], options)
+        return SlimeResponse(
+            reward=reward.reward,
+            score=reward.score,
+            total=reward.total,
+            status=reward.status,
+            failed=reward.failed,
+            channels=reward.channels,
+            group_size=reward.group_size,
+            spec_hash=reward.spec_hash,
+        )
+
+    async def score(
+        self, samples: Sequence[Sample], options: ProtocolOptions
+    ) -> list[SampleReward]:
+        """Each sample's reward, its prompt's samples scored (or gathered) together."""
+        by_prompt: dict[str, list[int]] = {}
+        for i, sample in enumerate(samples):
+            by_prompt.setdefault(_prompt_hash(sample.prompt), []).append(i)
+        groups = list(by_prompt.values())
+        tasks = [asyncio.ensure_future(self._score_prompt(samples, g, options)) for g in groups]
+        try:
+            answers = await asyncio.gather(*tasks)
+        except BaseException:
+            # One prompt failed: stop the others' waits, so none stays in a buffer.
+            for task in tasks:
+                task.cancel()
+            raise
+        out: dict[int, SampleReward] = {}
+        for indexes, answer in zip(groups, answers, strict=True):
+            out.update(zip(indexes, answer, strict=True))
+        rewards = [out[i] for i in range(len(samples))]
+        _apply_policy(rewards, options.on_failure)
+        return rewards
+
+    async def aclose(self) -> None:
+        """Release every waiting request (at shutdown)."""
+        await self._buffer.aclose()
+
+    async def _score_prompt(
+        self, samples: Sequence[Sample], indexes: list[int], options: ProtocolOptions
+    ) -> list[SampleReward]:
+        prompt = samples[indexes[0]].prompt
+        key = GroupKey(
+            prompt_hash=_prompt_hash(prompt),
+            spec_hash=options.spec.hash,
+            run_id=options.run_id,
+            step=options.step,
+            size=options.group_size,
+            prompt=prompt,
+            spec=options.spec,
+        )
+        responses = [samples[i].response for i in indexes]
+        if not options.buffered:
+            return await self._score_group(key, responses)
+        return await self._buffer.submit(
+            key, responses, size=options.group_size, wait_s=options.wait_s
+        )
+
+    async def _score_group(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:
+        if len(responses) < 2 and GROUP_CHANNELS & set(key.spec.channels):
+            log.info("a group of one reached its deadline; its group channels cannot score it")
+            return unscored_group(key.spec, len(responses), GROUP_TOO_SMALL)
+        request = RewardsGroupRequest.model_validate(
+            {
+                "prompt": key.prompt,
+                "completions": responses,
+                "spec": key.spec.as_dict(),
+                "run_id": key.run_id,
+                "step": key.step,
+            }
+        )
+        response = await self._rewards.group(request)
+        return settle_group(key.spec, response.results)
+
+
+def openrlhf_response(rewards: Sequence[SampleReward], spec: ResolvedSpec) -> OpenRLHFResponse:
+    """OpenRLHF's answer; ``extra_logs`` hold numbers only (OpenRLHF averages them for logs)."""
+    extra_logs = {
+        "plaudit_failed": [1.0 if r.failed else 0.0 for r in rewards],
+        "plaudit_group_size": [float(r.group_size) for r in rewards],
+    }
+    for name in sorted(spec.channels):
+        extra_logs[f"plaudit_{name}"] = [r.channels[name] for r in rewards]
+    return OpenRLHFResponse(
+        rewards=[r.reward for r in rewards],
+        scores=[r.score for r in rewards],
+        extra_logs=extra_logs,
+        statuses=[r.status for r in rewards],
+        spec_hash=spec.hash,
+    )
+
+
+def _apply_policy(rewards: Sequence[SampleReward], policy: FailurePolicy) -> None:
+    failed = [r for r in rewards if r.failed]
+    if policy == "error" and failed:
+        raise BackendUnavailable(
+            f"{len(failed)} of {len(rewards)} samples could not be scored "
+            f"(status {failed[0].status}); retry, or use on_failure=neutral",
+            retry_after=RETRY_AFTER_S,
+        )
+
+
+def protocol_spec(raw: Any) -> ResolvedSpec:
+    """A reward spec for the trainer protocols: any valid spec whose advantage is none.
+
+    The trainers normalize rewards themselves (GRPO, RLOO, group_norm), so Plaudit must not.
+    """
+    spec = resolve_spec(raw)
+    if spec.advantage != "none":
+        raise InvalidInput(
+            "the trainer protocols answer rewards and the trainer computes advantages: "
+            "leave the spec's advantage out (or set it to none)",
+            param="spec.advantage",
+        )
+    return spec
+
+
+def _parse_spec(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"spec: not valid JSON ({exc.msg})", param="spec") from None
+
+
+def _check_openrlhf(request: OpenRLHFRequest) -> None:
+    n = len(request.query)
+    for name in ("prompts", "labels"):
+        values = getattr(request, name)
+        if values is not None and len(values) != n:
+            raise InvalidInput(f"{name} needs one entry per query ({n})", param=name)
+
+
+def _response(query: str, prompt: str, index: int) -> str:
+    response = split_response(query, prompt)
+    if response is None:
+        raise InvalidInput(
+            f"query[{index}] does not contain prompts[{index}]: each query must be the "
+            "decoded prompt followed by the response",
+            param=f"query[{index}]",
+        )
+    return response
+
+
+def _prompt_hash(prompt: Prompt) -> str:
+    if isinstance(prompt, str):
+        return content_hash(prompt)
+    return content_hash([m.model_dump() for m in prompt])

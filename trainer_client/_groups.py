@@ -1,0 +1,234 @@
+"""The pure half of the trainer adapters: group a batch by prompt, read the answers back.
+
+A trainer hands over a flat batch (prompt i, completion i); Plaudit scores a rollout group (one
+prompt, its completions). :func:`group_by_prompt` turns the first into the second, keeping the
+batch order inside each group, and :func:`scatter` puts each group's answer back in batch order::
+
+    groups = group_by_prompt(["2+2?", "2+2?", "Capital?"], ["4", "5", "Paris"])
+    [(g.prompt, g.indices) for g in groups]   # [('2+2?', (0, 1)), ('Capital?', (2,))]
+
+No I/O here, and no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer_client.errors import PlauditError
+
+#: Channels that compare the completions of a group with each other; the server needs at least
+#: two completions for them (``diversity``: distance to the group centroid, ``judge_pairwise``:
+#: a tournament). The other channels (``judge_scale``) grade each completion on its own.
+GROUP_CHANNELS = frozenset({"diversity", "judge_pairwise"})
+
+
+@dataclass(frozen=True)
+class Group:
+    """One prompt (in its wire form) and the completions of the batch that answer it."""
+
+    prompt: Any
+    indices: tuple[int, ...]
+    texts: tuple[str, ...]
+    token_counts: tuple[int, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One group's answer, per completion in the group's order.
+
+    ``status`` is ``ok`` or why the completion has no total (a channel's status such as
+    ``invalid``, or ``skipped``/``error`` when the group was never scored); ``meta`` holds each
+    channel's ``meta`` (judge model, template, inconsistency rate, ...).
+    """
+
+    totals: list[float | None]
+    statuses: list[str]
+    channels: dict[str, list[float | None]]
+    errors: list[str | None]
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def unscored(cls, size: int, status: str, channels: Sequence[str], error: str) -> Scored:
+        """A group without an answer: every total and channel value None."""
+        return cls(
+            totals=[None] * size,
+            statuses=[status] * size,
+            channels={name: [None] * size for name in channels},
+            errors=[error] * size,
+        )
+
+
+@dataclass(frozen=True)
+class BatchRewards:
+    """The groups' answers back in batch order; ``meta`` lists each channel's meta per group."""
+
+    totals: list[float | None]
+    statuses: list[str]
+    channels: dict[str, list[float | None]]
+    errors: list[str | None]
+    meta: dict[str, list[dict[str, Any]]]
+
+    def first_failure(self) -> int | None:
+        """The batch index of the first completion without a total, or None."""
+        return next((i for i, total in enumerate(self.totals) if total is None), None)
+
+
+def channel_names(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's channels, sorted: ``channel_names({"channels": {"b": {}, "a": {}}})`` is
+    ``["a", "b"]``."""
+    return sorted(str(name) for name in spec.get("channels", {}))
+
+
+def group_channels(spec: Mapping[str, Any]) -> list[str]:
+    """The spec's channels that need a whole group (see :data:`GROUP_CHANNELS`)."""
+    return [name for name in channel_names(spec) if name in GROUP_CHANNELS]
+
+
+def group_by_prompt(
+    prompts: Sequence[Any],
+    texts: Sequence[str],
+    token_counts: Sequence[int] | None = None,
+) -> list[Group]:
+    """Groups of equal prompts, in order of first appearance, each keeping the batch order.
+
+    Prompts are compared by their wire form, so equal chat prompts group together whatever
+    extra keys their messages carry.
+    """
+    if len(prompts) != len(texts):
+        raise ValueError(f"got {len(prompts)} prompts for {len(texts)} completions")
+    if token_counts is not None and len(token_counts) != len(texts):
+        raise ValueError(f"got {len(token_counts)} token counts for {len(texts)} completions")
+    members: dict[str, list[int]] = {}
+    wire: dict[str, Any] = {}
+    for index, prompt in enumerate(prompts):
+        form = prompt_wire(prompt)
+        key = json.dumps(form, sort_keys=True, ensure_ascii=False)
+        members.setdefault(key, []).append(index)
+        wire.setdefault(key, form)
+    return [
+        Group(
+            prompt=wire[key],
+            indices=tuple(indices),
+            texts=tuple(texts[i] for i in indices),
+            token_counts=None if token_counts is None else tuple(token_counts[i] for i in indices),
+        )
+        for key, indices in members.items()
+    ]
+
+
+def prompt_wire(prompt: Any) -> Any:
+    """A prompt as Plaudit takes it: the text, or chat messages reduced to role and content.
+
+    >>> prompt_wire([{"role": "user", "content": [{"type": "text", "text": "Hi"}], "name": "x"}])
+    [{'role': 'user', 'content': 'Hi'}]
+    """
+    if isinstance(prompt, str):
+        return prompt
+    if _is_messages(prompt):
+        return [
+            {"role": str(m.get("role")), "content": content_text(m.get("content"))} for m in prompt
+        ]
+    raise TypeError(f"a prompt is a string or a list of chat messages, not {type(prompt).__name__}")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion: a string, one message, or a list of messages (TRL's
+    conversational format), whose assistant turns are joined by a blank line.
+
+    >>> completion_text([{"role": "assistant", "content": "Paris."}])
+    'Paris.'
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return content_text(completion.get("content"))
+    if _is_messages(completion):
+        turns = [m for m in completion if m.get("role") == "assistant"] or list(completion)
+        return "\n\n".join(content_text(m.get("content")) for m in turns)
+    raise TypeError(
+        f"a completion is a string or a list of chat messages, not {type(completion).__name__}"
+    )
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string, or the text parts of a multimodal list."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = [p if isinstance(p, str) else p.get("text") for p in content if _is_text(p)]
+        return "".join(str(p) for p in parts if p is not None)
+    raise TypeError(f"message content must be text or a list of parts, not {type(content)}")
+
+
+def read_group(answer: Mapping[str, Any], size: int) -> Scored:
+    """One ``/v1/rewards/group`` answer as per-completion lists (``size`` = completions sent)."""
+    results = answer.get("results")
+    if not isinstance(results, list) or len(results) != size:
+        got = len(results) if isinstance(results, list) else type(results).__name__
+        raise PlauditError(f"expected {size} results from /v1/rewards/group, got {got}")
+    channels: dict[str, list[float | None]] = {}
+    meta: dict[str, dict[str, Any]] = {}
+    errors: list[str | None] = []
+    for position, result in enumerate(results):
+        errors.append(None)
+        for name, channel in result.get("channels", {}).items():
+            channels.setdefault(name, [None] * size)[position] = _number(channel.get("value"))
+            meta.setdefault(name, channel.get("meta") or {})
+            if errors[-1] is None and channel.get("status") != "ok":
+                errors[-1] = f"{name}: {channel.get('error') or channel.get('status')}"
+    return Scored(
+        totals=[_number(r.get("total")) for r in results],
+        statuses=[str(r.get("status")) for r in results],
+        channels=channels,
+        errors=errors,
+        meta=meta,
+    )
+
+
+def scatter(size: int, groups: Sequence[Group], answers: Sequence[Scored]) -> BatchRewards:
+    """Every group's answer put back at its batch positions."""
+    totals: list[float | None] = [None] * size
+    statuses = ["missing"] * size
+    errors: list[str | None] = [None] * size
+    channels: dict[str, list[float | None]] = {}
+    meta: dict[str, list[dict[str, Any]]] = {}
+    for group, answer in zip(groups, answers, strict=True):
+        for position, index in enumerate(group.indices):
+            totals[index] = answer.totals[position]
+            statuses[index] = answer.statuses[position]
+            errors[index] = answer.errors[position]
+            for name, values in answer.channels.items():
+                channels.setdefault(name, [None] * size)[index] = values[position]
+        for name, channel_meta in answer.meta.items():
+            meta.setdefault(name, []).append(channel_meta)
+    return BatchRewards(totals, statuses, channels, errors, meta)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _is_messages(value: Any) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and all(isinstance(m, Mapping) for m in value)
+    )
+
+
+def _is_text(part: Any) -> bool:
+    return isinstance(part, str) or (
+        isinstance(part, Mapping) and part.get("type", "text") == "text"
+    )

@@ -1,0 +1,109 @@
+"""Plaudit as an OpenRLHF reward function file (``--remote_rm_url path/to/file.py``).
+
+OpenRLHF loads ``reward_func(queries, prompts, labels)`` from the file it is given, where a
+query is the prompt followed by the response, and expects ``{"rewards": tensor, "scores":
+tensor, "extra_logs": {name: tensor}}``. Point it at this module's file, and configure the server
+and the spec with environment variables (``PLAUDIT_URL``, ``PLAUDIT_API_KEY``,
+``PLAUDIT_REWARD_SPEC`` as JSON or a JSON file's path, optional ``PLAUDIT_RUN_ID``), set where
+the reward function runs (``--runtime-env-json`` for Ray jobs)::
+
+    --remote_rm_url $(python -c 'import trainer_client.openrlhf as m; print(m.__file__)')
+
+Samples of the same prompt in one call are one group and one ``POST /v1/rewards/group``. Which
+samples share a call is OpenRLHF's choice: batches of ``micro_rollout_batch_size`` (or
+``remote_rm_batch_size``) in the versions that batch, one sample per call in those that score
+each sample right after its rollout. Group channels (``diversity``, ``judge_pairwise``) need
+every completion of a group in the same call, so a call holding a single sample of a prompt
+with such a spec raises ``ValueError``; pointwise specs (``judge_scale``) work either way.
+
+``rewards`` and ``scores`` are the weighted totals, ``extra_logs`` holds each channel's values
+(``plaudit/<channel>``). OpenRLHF has no "could not score" value (a NaN would poison its group
+normalization, a 0 would be a wrong reward), so a completion Plaudit could not score raises
+:class:`~trainer_client.RewardUnavailable`. torch is imported inside :func:`reward_func` only:
+``trainer_client`` never imports it at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainer_client._groups import group_by_prompt, group_channels, scatter
+from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
+from trainer_client.errors import PlauditError
+
+__all__ = ["configure", "reset", "response_text", "reward_func"]
+
+_scorer = EnvScorer()
+
+
+def configure(scorer: GroupScorer, *, run_id: str | None = None) -> None:
+    """Use ``scorer`` instead of the environment (tests, or a launcher that builds it)."""
+    _scorer.configure(scorer, run_id)
+
+
+def reset() -> None:
+    """Forget the scorer: the next call reads the environment again."""
+    _scorer.reset()
+
+
+def reward_func(
+    queries: Sequence[str],
+    prompts: Sequence[str],
+    labels: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Rewards for OpenRLHF: one request per prompt group of this call.
+
+    ::
+
+        out = reward_func(["2+2? 4", "2+2? 5"], ["2+2?", "2+2?"], ["4", "4"])
+        out["rewards"]   # tensor([7.9, 2.2])
+        out["extra_logs"]["plaudit/judge_scale"]
+    """
+    import torch  # OpenRLHF needs tensors; trainer_client must not import torch on import.
+
+    scorer, run_id = _scorer.get()
+    if len(queries) != len(prompts):
+        raise ValueError(f"got {len(queries)} queries for {len(prompts)} prompts")
+    texts = [response_text(q, p) for q, p in zip(queries, prompts, strict=True)]
+    groups = group_by_prompt(list(prompts), texts)
+    needs_group = group_channels(scorer.spec)
+    single = next((g for g in groups if len(g) < 2), None)
+    if needs_group and single is not None:
+        raise ValueError(
+            f"this call holds one sample of prompt {single.prompt!r:.80}, but the spec's "
+            f"{', '.join(needs_group)} channel compares a group's completions: send every "
+            "sample of a prompt in one call, or use a pointwise spec"
+        )
+    answers = scorer.score(groups, run_id=run_id)
+    for answer in answers:
+        if isinstance(answer, PlauditError):
+            raise answer
+    rewards = scatter(len(texts), groups, [a for a in answers if not isinstance(a, PlauditError)])
+    missing = rewards.first_failure()
+    if missing is not None:
+        raise RewardUnavailable(
+            f"Plaudit could not score sample {missing}: "
+            f"{rewards.errors[missing] or rewards.statuses[missing]}",
+            status=rewards.statuses[missing],
+            index=missing,
+        )
+    totals = torch.tensor(rewards.totals, dtype=torch.float32)
+    extra_logs = {
+        f"plaudit/{name}": torch.tensor(values, dtype=torch.float32)
+        for name, values in sorted(rewards.channels.items())
+    }
+    return {"rewards": totals, "scores": totals.clone(), "extra_logs": extra_logs}
+
+
+def response_text(query: str, prompt: str) -> str:
+    """The response part of an OpenRLHF query (the prompt followed by the response).
+
+    >>> response_text("Q: 2+2? A: 4", "Q: 2+2?")
+    ' A: 4'
+    """
+    if prompt and query.startswith(prompt):
+        return query[len(prompt) :]
+    at = query.find(prompt) if prompt else -1
+    return query[at + len(prompt) :] if at >= 0 else query
