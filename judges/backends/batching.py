@@ -37,21 +37,36 @@ class Row:
 
 
 def pad_left(
-    rows: list[Row], pad_id: int, device: torch.device
+    rows: list[Row], pad_id: int, device: torch.device, skip: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Left-padded ``input_ids``, ``attention_mask`` and ``position_ids`` for ``rows``.
 
     Position ids count real tokens only (``cumsum(mask) - 1``), so a padded row sees the
-    same positions as it would alone.
+    same positions as it would alone. With ``skip``, the rows' first ``skip`` tokens (the
+    same in every row) are already in a KV cache: only the rest is padded
+    (``[prefix][pads][suffix]``), the mask covers the prefix too, and the positions of
+    the suffix continue after the prefix.
     """
-    width = max(len(row.ids) for row in rows)
+    width = max(len(row.ids) for row in rows) - skip
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), skip + width), dtype=torch.long)
+    mask[:, :skip] = 1
     for i, row in enumerate(rows):
-        ids[i, width - len(row.ids) :] = torch.tensor(row.ids)
-        mask[i, width - len(row.ids) :] = 1
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        tail = row.ids[skip:]
+        ids[i, width - len(tail) :] = torch.tensor(tail)
+        mask[i, skip + width - len(tail) :] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)[:, skip:]
     return ids.to(device), mask.to(device), positions.to(device)
+
+
+def shared_prefix_length(rows: list[Row]) -> int:
+    """How many leading tokens all ``rows`` have in common, leaving each at least one."""
+    first = rows[0].ids
+    limit = max(min(len(row.ids) for row in rows) - 1, 0)
+    for k in range(limit):
+        if any(row.ids[k] != first[k] for row in rows):
+            return k
+    return limit
 
 
 def run_in_chunks(

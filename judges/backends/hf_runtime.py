@@ -15,15 +15,23 @@ pass plus a short one. If one candidate's tokens are a prefix of another's (``"1
 ``"10"``), every candidate is scored with the end-of-turn token appended, so ``"1"`` means
 "exactly 1" rather than "starts with 1". Candidates are tokenized on their own, not
 merged with the text before them.
+
+Shared prefixes: the prompts of one call (both orders of every pair of a group) usually
+share a long head (template, instructions, question). The head common to a chunk runs
+once, as a batch of one, and its KV cache is copied to the chunk's rows, which then run
+only their own tails. The head common to the whole call is computed in the first chunk
+and reused by the next ones.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +52,7 @@ from judges.backends.batching import (
     pad_left,
     pad_token_id,
     run_in_chunks,
+    shared_prefix_length,
     stop_token_ids,
 )
 
@@ -56,8 +65,21 @@ DTYPES: dict[str, torch.dtype] = {
 }
 
 
+@dataclass(slots=True)
+class _PrefixKV:
+    """A token prefix and, once some chunk has computed it, its batch-of-one KV cache."""
+
+    ids: list[int]
+    cache: Any = None
+
+
 class HFRuntime:
-    """A loaded causal LM with batched choice scoring and generation (blocking)."""
+    """A loaded causal LM with batched choice scoring and generation (blocking).
+
+    ``prefix_min_tokens``: choice scoring runs a prefix that all rows of a chunk share only
+    once when it has at least this many tokens (0 turns sharing off). Models with
+    sliding-window or recurrent layers never share.
+    """
 
     def __init__(
         self,
@@ -66,11 +88,13 @@ class HFRuntime:
         *,
         max_batch_size: int = 8,
         max_input_tokens: int = 2048,
+        prefix_min_tokens: int = 16,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.max_input_tokens = max_input_tokens
+        self.prefix_min_tokens = prefix_min_tokens if _full_attention_only(model.config) else 0
         self.device = next(model.parameters()).device
         self.pad_id = pad_token_id(tokenizer)
         self.stop_ids = stop_token_ids(model, tokenizer)
@@ -131,9 +155,10 @@ class HFRuntime:
                 continue
             prompt, targets[index] = prepared
             rows.append(Row(index, prompt, weight=sum(len(t) > 1 for t in targets[index])))
+        common = _PrefixKV(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
 
         def run(chunk: list[Row]) -> None:
-            scores = self._score_chunk(chunk, [targets[row.owner] for row in chunk])
+            scores = self._score_chunk(chunk, [targets[row.owner] for row in chunk], common)
             for row, values in zip(chunk, scores, strict=True):
                 results[row.owner] = ChoiceResult.from_logprobs(
                     requests[row.owner].candidates, values
@@ -160,22 +185,33 @@ class HFRuntime:
             return ChoiceResult.failed("invalid", f"prompt too long ({len(prompt)} tokens)")
         return prompt, tokenized
 
-    def _score_chunk(self, rows: list[Row], targets: list[list[list[int]]]) -> list[list[float]]:
+    def _score_chunk(
+        self, rows: list[Row], targets: list[list[list[int]]], common: _PrefixKV | None = None
+    ) -> list[list[float]]:
         """Summed log-probabilities of each row's target sequences after its prompt.
 
         One pass over the prompts gives every candidate's first token; candidates with
-        more tokens continue from the prompts' KV cache, copied once per candidate.
+        more tokens continue from the prompts' KV cache, copied once per candidate. A
+        prefix shared by all rows comes from :meth:`_prefix_cache` (``common`` is the
+        call's shared prefix, computed once for all chunks).
         """
-        input_ids, mask, positions = pad_left(rows, self.pad_id, self.device)
+        skip = self._shared_length(rows)
+        input_ids, mask, positions = pad_left(rows, self.pad_id, self.device, skip)
         continued = [
             (i, j) for i, cands in enumerate(targets) for j, t in enumerate(cands) if len(t) > 1
         ]
+        cached: dict[str, Any] = {}
+        if skip:
+            prefix = self._prefix_cache(rows[0].ids[:skip], common)
+            prefix.batch_repeat_interleave(len(rows))
+            cached = {self._cache_kwarg: prefix}
         output = self.model(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
-            use_cache=bool(continued),
+            use_cache=bool(continued or skip),
             logits_to_keep=1,
+            **cached,
         )
         first = torch.log_softmax(output.logits[:, -1, :].float(), dim=-1)
         scores = [[float(first[i, t[0]]) for t in cands] for i, cands in enumerate(targets)]
@@ -186,6 +222,37 @@ class HFRuntime:
                 i, j = continued[k]
                 scores[i][j] += value
         return scores
+
+    def _shared_length(self, rows: list[Row]) -> int:
+        """How many leading tokens of ``rows`` to run once for all of them (0: none)."""
+        if self.prefix_min_tokens == 0:
+            return 0
+        length = shared_prefix_length(rows)
+        return length if length >= self.prefix_min_tokens else 0
+
+    def _prefix_cache(self, ids: list[int], common: _PrefixKV | None) -> Any:
+        """A fresh batch-of-one KV cache of ``ids``, built on ``common`` when it starts them."""
+        start = len(common.ids) if common is not None else 0
+        if common is None or start < self.prefix_min_tokens or ids[:start] != common.ids:
+            return self._extend(None, ids, 0)
+        if common.cache is None:
+            common.cache = self._extend(None, common.ids, 0)
+        return self._extend(copy.deepcopy(common.cache), ids[start:], start)
+
+    def _extend(self, cache: Any, ids: list[int], start: int) -> Any:
+        """``cache`` (``start`` tokens, or None) after running ``ids`` on it."""
+        if not ids:
+            return cache
+        end = start + len(ids)
+        output = self.model(
+            input_ids=torch.tensor([ids], device=self.device),
+            attention_mask=torch.ones((1, end), dtype=torch.long, device=self.device),
+            position_ids=torch.arange(start, end, device=self.device)[None],
+            use_cache=True,
+            logits_to_keep=1,
+            **({self._cache_kwarg: cache} if cache is not None else {}),
+        )
+        return _output_cache(output)
 
     def _continue(
         self,
@@ -329,6 +396,16 @@ class HFRuntime:
             num_tokens=len(tokens),
             finish_reason="stop" if stopped else "length",
         )
+
+
+def _full_attention_only(config: Any) -> bool:
+    """True unless some layer is sliding-window or recurrent (their caches do not keep a
+    whole prefix that padded tails could attend to)."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text_config, "layer_types", None) or []
+    return getattr(text_config, "sliding_window", None) is None and all(
+        kind == "full_attention" for kind in layer_types
+    )
 
 
 def _output_cache(output: Any) -> Any:

@@ -53,7 +53,9 @@ class LocalBackend:
 
     ``timeout_s`` bounds each call, waiting time included: items not finished by then
     come back with status ``timeout``. ``max_batch_size`` bounds one forward pass;
-    ``max_input_tokens`` rejects longer prompts as ``invalid``.
+    ``max_input_tokens`` rejects longer prompts as ``invalid``. ``prefix_min_tokens``: a
+    prompt prefix shared by a batch of choice prompts runs once when it has at least this
+    many tokens (0 turns that off, see :class:`~judges.backends.hf_runtime.HFRuntime`).
 
     ``num_threads`` sets torch's intra-op threads from the model thread (it also becomes
     the default of threads started later). On a small machine shared with other work, 1
@@ -72,6 +74,7 @@ class LocalBackend:
         max_input_tokens: int = 2048,
         timeout_s: float | None = None,
         num_threads: int | None = None,
+        prefix_min_tokens: int = 16,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
@@ -79,6 +82,8 @@ class LocalBackend:
             raise ValueError("max_batch_size and max_input_tokens must be positive")
         if num_threads is not None and num_threads < 1:
             raise ValueError("num_threads must be positive")
+        if prefix_min_tokens < 0:
+            raise ValueError("prefix_min_tokens must not be negative")
         self._model_ref = model
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._device = device
@@ -87,6 +92,7 @@ class LocalBackend:
         self._max_input_tokens = max_input_tokens
         self._timeout_s = timeout_s
         self._num_threads = num_threads
+        self._prefix_min_tokens = prefix_min_tokens
         self._runtime: HFRuntime | None = None
         self._model_dir: Path | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -196,6 +202,7 @@ class LocalBackend:
             dtype=self._dtype,
             max_batch_size=self._max_batch_size,
             max_input_tokens=self._max_input_tokens,
+            prefix_min_tokens=self._prefix_min_tokens,
         )
         return runtime, model_dir
 

@@ -21,6 +21,7 @@ def make_backend(settings: Settings) -> JudgeBackend:
             max_batch_size=settings.judge_max_batch_size,
             max_input_tokens=settings.judge_max_input_tokens,
             timeout_s=settings.judge_timeout_s,
+            prefix_min_tokens=settings.judge_prefix_min_tokens,
         )
     if kind == "openai":
         return _openai(settings)
