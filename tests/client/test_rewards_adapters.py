@@ -21,7 +21,8 @@ import pytest
 
 import trainer_client.openrlhf
 import trainer_client.verl
-from tests.client.conftest import JUDGE_MAX_INPUT_TOKENS, LiveServer, _free_port
+from tests.client.conftest import JUDGE_MAX_INPUT_TOKENS, LiveServer
+from tests.serving import free_port
 from trainer_client import (
     AsyncPlauditClient,
     InvalidRequest,
@@ -201,7 +202,7 @@ def test_trl_gives_none_to_what_could_not_be_scored(
 
 
 def test_trl_unreachable_server_raises_or_gives_none() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     loud = plaudit_reward_func(url, DIVERSITY, retry=NO_RETRY)
     with pytest.raises(PlauditConnectionError):
         loud(prompts=PROMPTS, completions=COMPLETIONS)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from services import train_cli
 from services.cli import app
-from tests.trainer.conftest import free_port
+from tests.serving import free_port
 from trainer import DEFAULT_PROMPTS, DEFAULT_SPEC, TrainConfig, load_prompts
 from trainer.callbacks import format_step_line
 from trainer.data import PromptFileError, as_rows
