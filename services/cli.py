@@ -12,14 +12,14 @@ import typer
 
 import services
 from services.eval_cli import eval_app
-from services.train_cli import train
+from trainer.cli import train
 
 if TYPE_CHECKING:
     from services.core.settings import Settings
 
 #: SERVICE argument of ``plaudit serve`` -> app factory for ``uvicorn --factory``.
 APPS = {
-    "all": "services.gateway.app:create_app",
+    "all": "services.app:create_app",
     "ordinal": "services.ordinal.app:create_app",
     "diversity": "services.diversity.app:create_app",
     "judge": "services.judge.app:create_app",

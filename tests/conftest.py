@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from services.app import create_app
 from services.core import db
 from services.core.embedder import Embedder, load_embedder
 from services.core.settings import Settings
-from services.gateway.app import create_app
 
 PG_URL = os.environ.get(
     "PLAUDIT_TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/plaudit_test"

@@ -40,7 +40,24 @@ class RunTag(StrictModel):
     step: int | None = Field(default=None, ge=0)
 
 
-ItemStatus = Literal["ok", "error", "timeout", "unparseable"]
+#: The one per-item status vocabulary of every service. ``ok``: a value; ``invalid``: the
+#: caller's item cannot be scored (too long for the model, bad text); ``unparseable``: the
+#: model's reply had no usable answer; ``invalid_output``: structured output that does not
+#: validate; ``error``/``timeout``: the backend failed. Only ``ok`` items carry a value.
+ItemStatus = Literal["ok", "invalid", "unparseable", "invalid_output", "error", "timeout"]
+
+
+class Message(StrictModel):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+Prompt = Annotated[
+    str | list[Message],
+    Field(description="the prompt: text, or chat messages [{role, content}]"),
+]
 
 
 class ScoredGroupOut(BaseModel):

@@ -11,9 +11,10 @@ from typing import Literal
 
 from judges.backends.base import ChoiceResult, GenerateResult
 from judges.parsing import parse_pairwise_verdict
+from services.core.schemas import ItemStatus
 
 Order = Literal["ab", "ba"]
-Status = Literal["ok", "error", "timeout", "unparseable", "invalid"]
+Status = ItemStatus
 Source = Literal["logprob", "parsed", "scored"]
 """Where an order's verdict came from: letter probabilities, a parsed verdict line, or the
 letter probabilities scored after a reply that had no parseable verdict."""

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import Completion, RunTag, StrictModel
+from services.core.schemas import Completion, ItemStatus, Prompt, RunTag, StrictModel
 
-
-class Message(StrictModel):
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-Prompt = Annotated[
-    str | list[Message],
-    Field(description="the prompt: text, or chat messages [{role, content}]"),
-]
 Mode = Literal["logprob", "generate"]
-ItemStatus = Literal["ok", "error", "timeout", "unparseable", "invalid"]
 
 
 class JudgeOptions(StrictModel):

@@ -15,7 +15,7 @@ from judges.templates import (
 )
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
-from services.core.schemas import completion_ids
+from services.core.schemas import Prompt, completion_ids
 from services.core.settings import Settings
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge
@@ -29,7 +29,6 @@ from services.judge.schemas import (
     PairOut,
     PairwiseRequest,
     PairwiseResponse,
-    Prompt,
     ScaleRequest,
     ScaleResponse,
     ScaleResult,

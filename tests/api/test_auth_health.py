@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
+from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.settings import Settings
-from services.gateway.app import create_app
 from tests.conftest import assert_envelope
 
 ADV = {"groups": [{"scores": [1, 2]}], "k": 2}

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.settings import Settings
-from services.gateway.app import create_app
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

@@ -18,9 +18,9 @@ import pytest
 from judges.backends.base import ChoiceRequest, GenerateRequest, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.limits import RedisLimiter
+from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.settings import Settings
-from services.gateway.app import create_app
 from tests.conftest import REDIS_URL, require_services
 
 URL = os.environ.get("PLAUDIT_TEST_VLLM_URL")

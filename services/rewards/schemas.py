@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import Completion, RunTag, StrictModel
-from services.judge.schemas import Prompt
+from services.core.schemas import Completion, Prompt, RunTag, StrictModel
 
 AdvantageName = Literal["none", "grpo", "odrpo"]
 Kind = Literal["rewards", "advantages"]
@@ -22,7 +21,7 @@ class RewardsGroupRequest(RunTag):
          "run_id": "r1", "step": 3,
          "spec": {"channels": {"judge_scale": {"weight": 1.0, "k": 5}}, "advantage": "grpo"}}
 
-    ``spec`` is checked by :func:`services.gateway.rewards_spec.resolve_spec`, so a mistake
+    ``spec`` is checked by :func:`services.rewards.spec.resolve_spec`, so a mistake
     is reported with the exact field (``spec.channels.foo``), like the validate endpoint does.
     """
 

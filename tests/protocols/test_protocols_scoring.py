@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from services.gateway.protocols_scoring import (
+from services.protocols.scoring import (
     GROUP_TOO_SMALL,
     settle_group,
     split_response,
@@ -15,8 +15,8 @@ from services.gateway.protocols_scoring import (
     unit_value,
     unscored_group,
 )
-from services.gateway.rewards_schemas import ChannelResult, CompletionReward
-from services.gateway.rewards_spec import JudgePairwiseSpec, JudgeScaleSpec, resolve_spec
+from services.rewards.schemas import ChannelResult, CompletionReward
+from services.rewards.spec import JudgePairwiseSpec, JudgeScaleSpec, resolve_spec
 
 CHATML = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
 

@@ -13,16 +13,16 @@ from pydantic import BaseModel, ValidationError
 from services.core.errors import InvalidInput
 from services.diversity.schemas import DiversityRequest
 from services.diversity.service import DiversityService
-from services.gateway.rewards_aggregate import ChannelOutcome
-from services.gateway.rewards_schemas import RewardsGroupRequest
-from services.gateway.rewards_spec import (
+from services.judge.schemas import GroupRequest, ScaleRequest
+from services.judge.service import JudgeService
+from services.rewards.aggregate import ChannelOutcome
+from services.rewards.schemas import RewardsGroupRequest
+from services.rewards.spec import (
     ChannelSpec,
     DiversitySpec,
     JudgePairwiseSpec,
     JudgeScaleSpec,
 )
-from services.judge.schemas import GroupRequest, ScaleRequest
-from services.judge.service import JudgeService
 
 M = TypeVar("M", bound=BaseModel)
 

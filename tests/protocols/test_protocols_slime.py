@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.errors import InvalidInput
 from services.core.settings import Scope, Settings
-from services.gateway.app import create_app
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

@@ -12,13 +12,13 @@ from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.schemas import ScoredGroupPage
 from services.core.settings import Scope
-from services.gateway.rewards_schemas import (
+from services.rewards.schemas import (
     RewardsGroupRequest,
     RewardsGroupResponse,
     ValidateRequest,
     ValidateResponse,
 )
-from services.gateway.rewards_service import RewardsService
+from services.rewards.service import RewardsService
 
 router = APIRouter(
     prefix="/v1/rewards", tags=["rewards"], dependencies=[Depends(require_scope(Scope.reward))]

@@ -10,11 +10,11 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.settings import Settings
 from services.diversity.app import component as diversity_component
-from services.gateway.protocols_app import component as protocols_component
-from services.gateway.rewards_app import component as rewards_component
-from services.gateway.rewards_app import shared
 from services.judge.app import component as judge_component
 from services.ordinal.app import component as ordinal_component
+from services.protocols.app import component as protocols_component
+from services.rewards.app import component as rewards_component
+from services.rewards.app import shared
 
 
 def components() -> list[Component]:

@@ -1,6 +1,6 @@
 """The rewards component: it composes the judge and diversity services of the same process.
 
-``components()`` in ``services.gateway.app`` wraps those two with :func:`shared`, so the
+``components()`` in ``services.app`` wraps those two with :func:`shared`, so the
 rewards service reuses the very objects (and the judge model) they built; alone, it builds
 its own through their components.
 """
@@ -15,12 +15,12 @@ from services.core.components import Component
 from services.core.resources import Resources
 from services.diversity.app import component as diversity_component
 from services.diversity.service import DiversityService
-from services.gateway.rewards_channels import ChannelRunner
-from services.gateway.rewards_router import router
-from services.gateway.rewards_service import RewardsService
-from services.gateway.rewards_store import RewardGroups
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
+from services.rewards.channels import ChannelRunner
+from services.rewards.router import router
+from services.rewards.service import RewardsService
+from services.rewards.store import RewardGroups
 
 T = TypeVar("T")
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from services.gateway.rewards_schemas import (
+from services.ordinal import estimators
+from services.rewards.schemas import (
     ChannelResult,
     ChannelStats,
     CompletionReward,
     RewardStats,
 )
-from services.gateway.rewards_spec import JudgeScaleSpec, ResolvedSpec
-from services.ordinal import estimators
+from services.rewards.spec import JudgeScaleSpec, ResolvedSpec
 
 EPS = 1e-6
 
@@ -56,7 +56,7 @@ def completion_rewards(
 ) -> list[CompletionReward]:
     """Weighted totals per completion.
 
-    >>> from services.gateway.rewards_spec import resolve_spec
+    >>> from services.rewards.spec import resolve_spec
     >>> spec = resolve_spec({"channels": {"diversity": {"weight": 2.0}}})
     >>> out = ChannelOutcome(values=[0.5, None], statuses=["ok", "error"], meta={},
     ...                      details=[{}, {}])

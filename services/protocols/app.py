@@ -1,6 +1,6 @@
 """The trainer-protocols component: OpenRLHF's and slime's reward calls over the rewards service.
 
-``components()`` in ``services.gateway.app`` shares the rewards service with it; alone, it
+``components()`` in ``services.app`` shares the rewards service with it; alone, it
 builds its own (and with it the judge and diversity services).
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from services.core.components import Component
 from services.core.resources import Resources
-from services.gateway.protocols_router import router
-from services.gateway.protocols_service import ProtocolService
-from services.gateway.rewards_app import component as rewards_component
-from services.gateway.rewards_app import reuse
-from services.gateway.rewards_service import RewardsService
+from services.protocols.router import router
+from services.protocols.service import ProtocolService
+from services.rewards.app import component as rewards_component
+from services.rewards.app import reuse
+from services.rewards.service import RewardsService
 
 
 def component() -> Component:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway.rewards_spec import check_spec, resolve_spec
+from services.rewards.spec import check_spec, resolve_spec
 from tests.conftest import assert_envelope
 
 COMPLETIONS = ["GOOD one", "two", "three"]

@@ -22,16 +22,17 @@ from typing import Any
 
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
+from services.core.schemas import Prompt
 from services.core.settings import Settings
-from services.gateway.group_buffer import GroupBuffer
-from services.gateway.protocols_schemas import (
+from services.protocols.buffer import GroupBuffer
+from services.protocols.schemas import (
     FailurePolicy,
     OpenRLHFRequest,
     OpenRLHFResponse,
     SlimeRequest,
     SlimeResponse,
 )
-from services.gateway.protocols_scoring import (
+from services.protocols.scoring import (
     GROUP_CHANNELS,
     GROUP_TOO_SMALL,
     SampleReward,
@@ -39,10 +40,9 @@ from services.gateway.protocols_scoring import (
     split_response,
     unscored_group,
 )
-from services.gateway.rewards_schemas import RewardsGroupRequest
-from services.gateway.rewards_service import RewardsService
-from services.gateway.rewards_spec import ResolvedSpec, resolve_spec
-from services.judge.schemas import Prompt
+from services.rewards.schemas import RewardsGroupRequest
+from services.rewards.service import RewardsService
+from services.rewards.spec import ResolvedSpec, resolve_spec
 
 log = logging.getLogger(__name__)
 

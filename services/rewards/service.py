@@ -12,17 +12,17 @@ from collections.abc import Sequence
 
 from services.core.records import content_hash
 from services.core.schemas import ScoredGroupPage, completion_ids
-from services.gateway import rewards_aggregate as aggregate
-from services.gateway.rewards_aggregate import ChannelOutcome
-from services.gateway.rewards_channels import ChannelRunner
-from services.gateway.rewards_schemas import (
+from services.rewards import aggregate
+from services.rewards.aggregate import ChannelOutcome
+from services.rewards.channels import ChannelRunner
+from services.rewards.schemas import (
     RewardsGroupRequest,
     RewardsGroupResponse,
     ValidateRequest,
     ValidateResponse,
 )
-from services.gateway.rewards_spec import ResolvedSpec, check_spec, resolve_spec
-from services.gateway.rewards_store import RewardGroups
+from services.rewards.spec import ResolvedSpec, check_spec, resolve_spec
+from services.rewards.store import RewardGroups
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from services.core.errors import InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import StrictModel
 from services.diversity.schemas import MetricName, ScalingName
-from services.gateway.rewards_schemas import AdvantageName, SpecError
 from services.judge.schemas import Mode
 from services.judge.service import DEFAULT_TEMPLATES
+from services.rewards.schemas import AdvantageName, SpecError
 
 #: Channels named in the roadmap (issue 4) that this build does not serve yet.
 PLANNED_CHANNELS = ("rubric", "karma")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.judge.schemas import Message
+from services.core.schemas import Message
 
 FailurePolicy = Literal["neutral", "error"]
 

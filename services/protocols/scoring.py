@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from services.gateway.rewards_schemas import CompletionReward
-from services.gateway.rewards_spec import (
+from services.rewards.schemas import CompletionReward
+from services.rewards.spec import (
     ChannelSpec,
     DiversitySpec,
     JudgePairwiseSpec,
@@ -111,7 +111,7 @@ def _range(channel: ChannelSpec) -> tuple[float, float]:
 def unit_score(spec: ResolvedSpec, values: Mapping[str, float]) -> float:
     """The weighted mean of the channels' [0, 1] values: the trainer's ``score``.
 
-    >>> from services.gateway.rewards_spec import resolve_spec
+    >>> from services.rewards.spec import resolve_spec
     >>> spec = resolve_spec({"channels": {"judge_scale": {"k": 5}, "diversity": {}}})
     >>> unit_score(spec, {"judge_scale": 5.0, "diversity": 0.0})
     0.5

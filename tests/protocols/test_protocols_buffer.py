@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from services.core.errors import BackendUnavailable
-from services.gateway.group_buffer import GroupBuffer
+from services.protocols.buffer import GroupBuffer
 
 
 class Recorder:

@@ -17,14 +17,14 @@ from services.core.auth import require_scope, scopes_for
 from services.core.deps import service_of
 from services.core.errors import Forbidden, Unauthorized
 from services.core.settings import Scope, Settings
-from services.gateway.protocols_schemas import (
+from services.protocols.schemas import (
     FailurePolicy,
     OpenRLHFRequest,
     OpenRLHFResponse,
     SlimeRequest,
     SlimeResponse,
 )
-from services.gateway.protocols_service import ProtocolOptions, ProtocolService
+from services.protocols.service import ProtocolOptions, ProtocolService
 
 _reward_scope = require_scope(Scope.reward)
 
