@@ -38,7 +38,7 @@ SECTIONS = ("swap", "generate", "cache", "http", "prefix")
 
 
 def _service(backend: Any, cache: MemoryCache | None = None) -> JudgeService:
-    return JudgeService(get_settings(), CachedJudge(backend, cache or MemoryCache()), None)
+    return JudgeService(get_settings().judge, CachedJudge(backend, cache or MemoryCache()), None)
 
 
 def _pair_runner(service: JudgeService, pairs: int) -> Callable[[JudgeOptions], None]:
@@ -161,7 +161,7 @@ def http_vs_in_process(backend: Any, repeats: int) -> dict[str, Any]:
 
 
 async def _started_backend(**overrides: Any) -> Any:
-    backend = make_backend(get_settings().model_copy(update=overrides))
+    backend = make_backend(get_settings().with_overrides(**overrides))
     start = getattr(backend, "start", None)
     if start is not None:
         await start()

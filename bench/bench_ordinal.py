@@ -39,7 +39,7 @@ def main() -> None:
         },
         args.repeats,
     )
-    service = OrdinalService(Settings(), None)
+    service = OrdinalService(Settings().ordinal, None)
     groups = [{"scores": row} for row in scores.astype(int).tolist()]
     requests = {
         name: AdvantagesRequest.model_validate({"groups": groups, "k": args.k, "estimator": name})

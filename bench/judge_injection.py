@@ -76,7 +76,7 @@ async def run(out: str | None) -> dict[str, Any]:
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
-    service = JudgeService(settings, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
     result: dict[str, Any] = {"machine": machine(), "cases": len(CASES), "injections": {}}
     for swap in (True, False):
         for name, injection in INJECTIONS.items():

@@ -50,13 +50,14 @@ def judge(
     overrides: dict[str, Any] = {
         k: v
         for k, v in {
-            "judge_backend": backend,
-            "judge_model": model,
-            "judge_base_url": base_url,
+            "backend": backend,
+            "model": model,
+            "base_url": base_url,
         }.items()
         if v is not None
     }
-    settings = get_settings().model_copy(update=overrides)
+    base = get_settings()
+    settings = base.with_overrides(**{f"judge_{k}": v for k, v in overrides.items()})
     votes = ev.stratified_sample(ev.load_votes(data), limit, seed, non_tie_only=non_tie_only)
     options = JudgeOptions(
         mode=mode,
@@ -71,8 +72,8 @@ def judge(
     outcomes = asyncio.run(_run(settings, votes, options, max_chars, batch, method, k))
     config = {
         "data": str(data),
-        "backend": settings.judge_backend,
-        "model": settings.judge_model,
+        "backend": settings.judge.backend,
+        "model": settings.judge.model,
         "method": method,
         "k": k if method == "scale" else None,
         "mode": mode,
@@ -108,7 +109,7 @@ async def _run(
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
-    service = JudgeService(settings, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
     try:
         with progress(len(votes), "judging votes") as update:
             if method == "scale":

@@ -195,7 +195,7 @@ async def app(
     settings: Settings, embedder: Embedder, judge_backend: Any, app_overrides: dict[str, Any]
 ) -> AsyncIterator[FastAPI]:
     """The all-in-one app, started (lifespan run), on the given settings, real models."""
-    active = settings.model_copy(update=app_overrides)
+    active = settings.with_overrides(**app_overrides)
     application = create_app(active, embedder=embedder, judge_backend=judge_backend)
     async with application.router.lifespan_context(application):
         yield application

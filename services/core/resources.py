@@ -114,11 +114,11 @@ async def open_resources(
     if needs_embedder:
         resources.embedder = BatchedEmbedder(
             embedder,
-            model=settings.embedder_model,
-            device=settings.embedder_device,
-            batch_size=settings.embed_batch_size,
-            max_items=settings.batch_max_items,
-            max_wait=settings.batch_max_wait_ms / 1000,
+            model=settings.embedder.model,
+            device=settings.embedder.device,
+            batch_size=settings.embedder.batch_size,
+            max_items=settings.embedder.max_items,
+            max_wait=settings.embedder.max_wait_ms / 1000,
             metrics=metrics,
         )
         resources.loaders.append(resources.embedder.load)

@@ -9,11 +9,17 @@ from __future__ import annotations
 import ipaddress
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import platformdirs
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.core.embedder_settings import EmbedderSettings
+from services.diversity.settings import DiversitySettings
+from services.judge.settings import JudgeSettings
+from services.ordinal.settings import OrdinalSettings
+from services.protocols.settings import ProtocolsSettings
 
 
 class Scope(StrEnum):
@@ -32,7 +38,12 @@ class Settings(BaseSettings):
     """Every knob of a Plaudit process. Defaults give the embedded, zero-configuration setup."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PLAUDIT_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="PLAUDIT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -57,78 +68,33 @@ class Settings(BaseSettings):
     )
     log_level: str = "INFO"
 
-    embedder_model: str = Field(
-        default="bundled",
-        description="sentence-transformers directory, or 'bundled' for all-MiniLM-L6-v2",
-    )
-    embedder_device: str = "cpu"
-    embed_batch_size: int = Field(default=64, ge=1, description="texts per model forward pass")
-    batch_max_items: int = Field(default=512, ge=1, description="texts gathered per micro-batch")
-    batch_max_wait_ms: float = Field(
-        default=5.0, ge=0, description="how long a micro-batch waits for more requests"
-    )
+    # One section per service; each service receives only its own. The environment spells a
+    # section's field PLAUDIT_<SECTION>_<FIELD> (PLAUDIT_JUDGE_BACKEND -> settings.judge.backend),
+    # and so may keyword arguments (Settings(judge_backend="openai")).
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    ordinal: OrdinalSettings = Field(default_factory=OrdinalSettings)
+    diversity: DiversitySettings = Field(default_factory=DiversitySettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    protocols: ProtocolsSettings = Field(default_factory=ProtocolsSettings)
 
-    judge_backend: str = Field(
-        default="local", description="local (transformers), openai (any compatible server), vllm"
-    )
-    judge_model: str | None = Field(
-        default=None,
-        description="local/vllm: HF directory or GGUF file (default SmolLM2-135M-Instruct); "
-        "openai: the served model name",
-    )
-    judge_base_url: str | None = Field(default=None, description="openai backend: server URL")
-    judge_api_key: str | None = Field(default=None, description="openai backend: bearer key")
-    judge_device: str = "cpu"
-    judge_timeout_s: float = Field(default=300.0, gt=0, description="per backend call")
-    judge_max_batch_size: int = Field(default=8, ge=1, description="sequences per forward pass")
-    judge_max_input_tokens: int = Field(default=2048, ge=16)
-    judge_prefix_min_tokens: int = Field(
-        default=16,
-        ge=0,
-        description="local: a prompt prefix shared by a batch runs once when it has at least "
-        "this many tokens (0: off)",
-    )
-    judge_max_concurrency: int = Field(default=8, ge=1, description="openai: requests in flight")
-    judge_rpm: int | None = Field(default=None, ge=1, description="openai: requests per minute")
-    judge_cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
-    judge_max_group_size: int = Field(default=32, ge=2)
-    judge_max_pairs: int = Field(default=256, ge=1)
-
-    max_groups_per_request: int = Field(default=10_000, ge=1)
-    max_group_size: int = Field(default=1024, ge=1)
-    diversity_max_completions: int = Field(default=64, ge=2)
-    diversity_max_groups: int = Field(default=256, ge=1)
-    max_text_chars: int = Field(default=100_000, ge=1)
-
-    protocol_spec: dict[str, Any] | None = Field(
-        default=None,
-        description="trainer protocols (/get_reward, /slime/reward): the reward spec as JSON; "
-        'default {"channels": {"judge_scale": {"weight": 1.0}}}',
-    )
-    protocol_group_size: int | None = Field(
-        default=None,
-        ge=1,
-        le=1024,
-        description="trainer protocols: samples per prompt (OpenRLHF --n_samples_per_prompt, "
-        "slime --n-samples-per-prompt); group channels wait for this many",
-    )
-    protocol_group_wait_s: float = Field(
-        default=60.0,
-        gt=0,
-        le=600,
-        description="trainer protocols: the longest a partial group waits before it is scored "
-        "(keep it under the trainer's HTTP timeout: OpenRLHF 180 s, slime 120 s)",
-    )
-    protocol_on_failure: Literal["neutral", "error"] = Field(
-        default="neutral",
-        description="trainer protocols: a failed sample gets its group's mean ok total "
-        "(neutral, flagged in the response) or the request answers 503 (error)",
-    )
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_section_fields(cls, data: Any) -> Any:
+        """Accept ``judge_backend=...`` (the environment's spelling) for ``judge={"backend"}``."""
+        return fold_section_fields(cls, data) if isinstance(data, dict) else data
 
     @field_validator("log_level")
     @classmethod
     def _upper(cls, value: str) -> str:
         return value.upper()
+
+    def with_overrides(self, **fields: Any) -> Settings:
+        """A validated copy with ``fields`` replaced; section fields may be spelled flat.
+
+        Example: ``settings.with_overrides(judge_backend="openai", port=9000)``.
+        """
+        merged = fold_section_fields(type(self), {**self.model_dump(), **fields})
+        return type(self).model_validate(merged)
 
     @property
     def resolved_database_url(self) -> str:
@@ -146,6 +112,30 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         """True when no external Redis is configured (in-process cache and jobs)."""
         return self.redis_url is None
+
+
+def fold_section_fields(settings: type[BaseSettings], data: dict[str, Any]) -> dict[str, Any]:
+    """``{"judge_backend": x}`` -> ``{"judge": {"backend": x}}``, merged into a given section."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        section, _, field = str(key).partition("_")
+        model = _section_model(settings, section)
+        if model is not None and field in model.model_fields and key not in settings.model_fields:
+            current = out.get(section, {})
+            base = current.model_dump() if isinstance(current, BaseModel) else dict(current)
+            out[section] = {**base, field: value}
+        else:
+            out[key] = value
+    return out
+
+
+def _section_model(settings: type[BaseSettings], name: str) -> type[BaseModel] | None:
+    """The section model of field ``name``, or None when it is not a section."""
+    field = settings.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
 def is_loopback(host: str) -> bool:

@@ -17,7 +17,9 @@ from services.diversity.service import DiversityService
 def component() -> Component:
     def build(resources: Resources) -> DiversityService:
         assert resources.embedder is not None
-        return DiversityService(resources.settings, resources.embedder, resources.scored_groups)
+        return DiversityService(
+            resources.settings.diversity, resources.embedder, resources.scored_groups
+        )
 
     return Component(name="diversity", router=router, build=build, needs_embedder=True)
 

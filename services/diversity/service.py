@@ -9,7 +9,6 @@ import numpy as np
 from services.core.errors import InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import CompletionItem, completion_ids
-from services.core.settings import Settings
 from services.diversity import metrics
 from services.diversity.schemas import (
     CompletionDiversity,
@@ -21,6 +20,7 @@ from services.diversity.schemas import (
     GroupCompletions,
     GroupStats,
 )
+from services.diversity.settings import DiversitySettings
 
 
 class AsyncEmbedder(Protocol):
@@ -35,7 +35,7 @@ class DiversityService:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: DiversitySettings,
         embedder: AsyncEmbedder,
         scored_groups: ScoredGroupRepository | None = None,
     ) -> None:
@@ -54,10 +54,10 @@ class DiversityService:
 
     async def score_groups(self, request: DiversityBatchRequest) -> DiversityBatchResponse:
         """Many groups, embedded in one call, each scored within itself."""
-        if len(request.groups) > self._settings.diversity_max_groups:
+        if len(request.groups) > self._settings.max_groups:
             raise InvalidInput(
                 f"{len(request.groups)} groups exceed the limit of "
-                f"{self._settings.diversity_max_groups} per request",
+                f"{self._settings.max_groups} per request",
                 param="groups",
             )
         for i, group in enumerate(request.groups):
@@ -80,7 +80,7 @@ class DiversityService:
         return vectors[[row[t] for t in texts]]
 
     def _check_group(self, group: GroupCompletions, param: str) -> None:
-        limit = self._settings.diversity_max_completions
+        limit = self._settings.max_completions
         if len(group.completions) > limit:
             raise InvalidInput(
                 f"{len(group.completions)} completions exceed the limit of {limit} per group",

@@ -32,10 +32,10 @@ def component() -> Component:
         judge = CachedJudge(
             backend,
             resources.cache,
-            ttl=resources.settings.judge_cache_ttl_s,
+            ttl=resources.settings.judge.cache_ttl_s,
             metrics=resources.metrics,
         )
-        return JudgeService(resources.settings, judge, resources.scored_groups)
+        return JudgeService(resources.settings.judge, judge, resources.scored_groups)
 
     return Component(name="judge", router=router, build=build)
 

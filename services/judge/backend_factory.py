@@ -10,18 +10,18 @@ from services.core.settings import Settings
 
 def make_backend(settings: Settings) -> JudgeBackend:
     """``local`` (transformers, the default), ``openai`` (any compatible server) or ``vllm``."""
-    kind = settings.judge_backend
+    kind = settings.judge.backend
     if kind == "local":
         from judges.backends.local import LocalBackend
 
         return LocalBackend(
-            settings.judge_model,
+            settings.judge.model,
             cache_dir=settings.models_dir,
-            device=settings.judge_device,
-            max_batch_size=settings.judge_max_batch_size,
-            max_input_tokens=settings.judge_max_input_tokens,
-            timeout_s=settings.judge_timeout_s,
-            prefix_min_tokens=settings.judge_prefix_min_tokens,
+            device=settings.judge.device,
+            max_batch_size=settings.judge.max_batch_size,
+            max_input_tokens=settings.judge.max_input_tokens,
+            timeout_s=settings.judge.timeout_s,
+            prefix_min_tokens=settings.judge.prefix_min_tokens,
         )
     if kind == "openai":
         return _openai(settings)
@@ -34,24 +34,24 @@ def _openai(settings: Settings) -> JudgeBackend:
     from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
     from judges.limits import make_limiter
 
-    if not settings.judge_base_url:
+    if not settings.judge.base_url:
         raise ValueError(
             "the openai judge backend needs PLAUDIT_JUDGE_BASE_URL (with /v1); "
             "PLAUDIT_JUDGE_MODEL names the served model (default: the first one it lists)"
         )
     config = OpenAIConfig(
-        settings.judge_base_url,
-        settings.judge_model or "",
-        api_key=settings.judge_api_key,
-        timeout_s=settings.judge_timeout_s,
-        max_concurrency=settings.judge_max_concurrency,
+        settings.judge.base_url,
+        settings.judge.model or "",
+        api_key=settings.judge.api_key,
+        timeout_s=settings.judge.timeout_s,
+        max_concurrency=settings.judge.max_concurrency,
     )
     # Limits are shared by every Plaudit process through Redis when it is configured.
     limiter = make_limiter(
         settings.redis_url,
-        name=f"judge:{settings.judge_base_url}:{settings.judge_model}",
-        max_concurrency=settings.judge_max_concurrency,
-        rpm=settings.judge_rpm,
+        name=f"judge:{settings.judge.base_url}:{settings.judge.model}",
+        max_concurrency=settings.judge.max_concurrency,
+        rpm=settings.judge.rpm,
     )
     return OpenAIBackend(config, limiter=limiter)
 
@@ -60,9 +60,9 @@ def _vllm(settings: Settings) -> JudgeBackend:
     from judges.backends.vllm_backend import VLLMBackend
 
     return VLLMBackend(
-        settings.judge_model,
+        settings.judge.model,
         cache_dir=settings.models_dir,
-        timeout_s=settings.judge_timeout_s,
+        timeout_s=settings.judge.timeout_s,
     )
 
 

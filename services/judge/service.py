@@ -16,7 +16,6 @@ from judges.templates import (
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import Prompt, completion_ids
-from services.core.settings import Settings
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge
 from services.judge.pairing import ANCHOR, make_pairs
@@ -34,6 +33,7 @@ from services.judge.schemas import (
     ScaleResult,
 )
 from services.judge.scoring import PairOutcome, score_group
+from services.judge.settings import JudgeSettings
 
 FAILED = ("error", "timeout", "invalid")
 DEFAULT_TEMPLATES = {"logprob": "pairwise@1", "generate": "pairwise_generate@1"}
@@ -51,7 +51,7 @@ class JudgeService:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: JudgeSettings,
         judge: CachedJudge,
         scored_groups: ScoredGroupRepository | None = None,
     ) -> None:
@@ -87,9 +87,9 @@ class JudgeService:
         self._check_group(g, request)
         template = self.template_for(request)
         pairs = make_pairs(request.pairing, g, budget=request.budget, seed=request.seed)
-        if len(pairs) > self._settings.judge_max_pairs:
+        if len(pairs) > self._settings.max_pairs:
             raise InvalidInput(
-                f"{len(pairs)} pairs exceed the limit of {self._settings.judge_max_pairs}; "
+                f"{len(pairs)} pairs exceed the limit of {self._settings.max_pairs}; "
                 "set a round_robin budget",
                 param="budget",
             )
@@ -111,10 +111,10 @@ class JudgeService:
         """A 1..K grade distribution per completion (ready for /v1/ordinal/advantages)."""
         ref = request.template or "scale@1"
         template = _load(ref, "choice")
-        if len(request.completions) > self._settings.judge_max_group_size:
+        if len(request.completions) > self._settings.max_group_size:
             raise InvalidInput(
                 f"{len(request.completions)} completions exceed the limit of "
-                f"{self._settings.judge_max_group_size}",
+                f"{self._settings.max_group_size}",
                 param="completions",
             )
         question = prompt_text(request.prompt)
@@ -278,9 +278,9 @@ class JudgeService:
         )
 
     def _check_group(self, g: int, request: GroupRequest) -> None:
-        if g > self._settings.judge_max_group_size:
+        if g > self._settings.max_group_size:
             raise InvalidInput(
-                f"{g} completions exceed the limit of {self._settings.judge_max_group_size}",
+                f"{g} completions exceed the limit of {self._settings.max_group_size}",
                 param="completions",
             )
 

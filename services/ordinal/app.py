@@ -16,7 +16,7 @@ from services.ordinal.service import OrdinalService
 
 def component() -> Component:
     def build(resources: Resources) -> OrdinalService:
-        return OrdinalService(resources.settings, resources.scored_groups)
+        return OrdinalService(resources.settings.ordinal, resources.scored_groups)
 
     return Component(name="ordinal", router=router, build=build)
 

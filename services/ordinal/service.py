@@ -7,7 +7,6 @@ import numpy.typing as npt
 
 from services.core.errors import InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
-from services.core.settings import Settings
 from services.ordinal import estimators
 from services.ordinal.levels import check_bin_edges, integer_levels, resolve_k
 from services.ordinal.schemas import (
@@ -18,12 +17,15 @@ from services.ordinal.schemas import (
     GroupOut,
     ThresholdOut,
 )
+from services.ordinal.settings import OrdinalSettings
 
 
 class OrdinalService:
     """ODRPO and the scalar GRPO family over many groups per request."""
 
-    def __init__(self, settings: Settings, scored_groups: ScoredGroupRepository | None) -> None:
+    def __init__(
+        self, settings: OrdinalSettings, scored_groups: ScoredGroupRepository | None
+    ) -> None:
         self._settings = settings
         self._scored_groups = scored_groups
 
@@ -72,10 +74,9 @@ class OrdinalService:
 
     def _levels(self, request: AdvantagesRequest) -> tuple[list[npt.NDArray[np.int64]], list[int]]:
         limits = self._settings
-        if len(request.groups) > limits.max_groups_per_request:
+        if len(request.groups) > limits.max_groups:
             raise InvalidInput(
-                f"{len(request.groups)} groups exceed the limit of "
-                f"{limits.max_groups_per_request} per request",
+                f"{len(request.groups)} groups exceed the limit of {limits.max_groups} per request",
                 param="groups",
             )
         if request.bin_edges is not None:

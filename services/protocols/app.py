@@ -20,7 +20,7 @@ def component() -> Component:
 
     def build(resources: Resources) -> ProtocolService:
         rewards = reuse(resources, RewardsService, rewards_component)
-        service = ProtocolService(rewards, resources.settings)
+        service = ProtocolService(rewards, resources.settings.protocols)
         resources.closers.append(service.aclose)
         return service
 

@@ -23,7 +23,6 @@ from typing import Any
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import Prompt
-from services.core.settings import Settings
 from services.protocols.buffer import GroupBuffer
 from services.protocols.schemas import (
     FailurePolicy,
@@ -40,13 +39,14 @@ from services.protocols.scoring import (
     split_response,
     unscored_group,
 )
+from services.protocols.settings import ProtocolsSettings
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
 from services.rewards.spec import ResolvedSpec, resolve_spec
 
 log = logging.getLogger(__name__)
 
-#: The spec used when neither the request nor PLAUDIT_PROTOCOL_SPEC names one.
+#: The spec used when neither the request nor PLAUDIT_PROTOCOLS_SPEC names one.
 DEFAULT_SPEC: dict[str, Any] = {"channels": {"judge_scale": {"weight": 1.0}}}
 #: Retry-After (seconds) of the 503 that the ``error`` policy answers.
 RETRY_AFTER_S = 5.0
@@ -99,11 +99,11 @@ class ProtocolService:
         response.rewards  # one number per query, never a silent 0
     """
 
-    def __init__(self, rewards: RewardsService, settings: Settings) -> None:
+    def __init__(self, rewards: RewardsService, settings: ProtocolsSettings) -> None:
         self._rewards = rewards
         self._settings = settings
-        # Checked now, so a bad PLAUDIT_PROTOCOL_SPEC stops the server at start-up.
-        self._default_spec = protocol_spec(settings.protocol_spec or DEFAULT_SPEC)
+        # Checked now, so a bad PLAUDIT_PROTOCOLS_SPEC stops the server at start-up.
+        self._default_spec = protocol_spec(settings.spec or DEFAULT_SPEC)
         self._buffer: GroupBuffer[GroupKey, str, SampleReward] = GroupBuffer(self._score_group)
 
     def options(
@@ -118,12 +118,12 @@ class ProtocolService:
     ) -> ProtocolOptions:
         """Query parameters over the server's settings; a bad spec or group size is a 422."""
         resolved = self._default_spec if spec is None else protocol_spec(_parse_spec(spec))
-        size = group_size if group_size is not None else self._settings.protocol_group_size
+        size = group_size if group_size is not None else self._settings.group_size
         options = ProtocolOptions(
             spec=resolved,
             group_size=size or 1,
-            wait_s=wait_s if wait_s is not None else self._settings.protocol_group_wait_s,
-            on_failure=on_failure or self._settings.protocol_on_failure,
+            wait_s=wait_s if wait_s is not None else self._settings.group_wait_s,
+            on_failure=on_failure or self._settings.on_failure,
             run_id=run_id,
             step=step,
         )
@@ -132,7 +132,7 @@ class ProtocolService:
             raise InvalidInput(
                 f"the spec's group channels ({names}) compare a prompt's samples: set "
                 "group_size to the trainer's samples per prompt (at least 2), as a query "
-                "parameter or PLAUDIT_PROTOCOL_GROUP_SIZE",
+                "parameter or PLAUDIT_PROTOCOLS_GROUP_SIZE",
                 param="group_size",
             )
         return options

@@ -112,11 +112,11 @@ CASES: list[tuple[str, str, Any, str | None, str | None]] = [
 @pytest.fixture
 def app_overrides() -> dict[str, Any]:
     return {
-        "max_groups_per_request": 10,
-        "max_group_size": 8,
+        "ordinal_max_groups": 10,
+        "ordinal_max_group_size": 8,
         "diversity_max_completions": 8,
         "diversity_max_groups": 4,
-        "max_text_chars": 2000,
+        "diversity_max_text_chars": 2000,
     }
 
 

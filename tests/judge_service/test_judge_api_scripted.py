@@ -25,7 +25,7 @@ def scripted() -> ScriptedBackend:
 async def judge_client(
     settings: Settings, embedder: Embedder, scripted: ScriptedBackend
 ) -> AsyncIterator[httpx.AsyncClient]:
-    active = settings.model_copy(update={"judge_max_group_size": 8, "judge_max_pairs": 20})
+    active = settings.with_overrides(judge_max_group_size=8, judge_max_pairs=20)
     app: FastAPI = create_app(active, embedder=embedder, judge_backend=scripted)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

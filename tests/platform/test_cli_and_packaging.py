@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import typer.main
 import yaml
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 import services
@@ -112,7 +113,13 @@ def _parse(command: Any, args: list[str]) -> None:
 
 
 def test_compose_environment_names_real_settings() -> None:
-    fields = {f"PLAUDIT_{name.upper()}" for name in Settings.model_fields}
+    fields = set()
+    for name, field in Settings.model_fields.items():
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            fields |= {f"PLAUDIT_{name}_{sub}".upper() for sub in section.model_fields}
+        else:
+            fields.add(f"PLAUDIT_{name.upper()}")
     env_example = [
         line.split("=", 1)[0]
         for line in (ROOT / ".env.example").read_text().splitlines()

@@ -124,7 +124,7 @@ def app_client(embedded_settings: Settings, embedder: Embedder) -> AppClient:
 
     @asynccontextmanager
     async def make(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
-        settings = embedded_settings.model_copy(update=overrides)
+        settings = embedded_settings.with_overrides(**overrides)
         app = create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
@@ -137,7 +137,7 @@ def app_client(embedded_settings: Settings, embedder: Embedder) -> AppClient:
 async def test_server_settings_give_the_defaults(app_client: AppClient) -> None:
     spec: dict[str, Any] = {"channels": {"diversity": {}}}
     async with app_client(
-        protocol_spec=spec, protocol_group_size=3, protocol_group_wait_s=0.3
+        protocols_spec=spec, protocols_group_size=3, protocols_group_wait_s=0.3
     ) as client:
         answers = await asyncio.gather(
             *(_reward(client, {"prompt": PROMPT, "response": r}) for r in ["a", "bb", "a dog"])
@@ -151,7 +151,7 @@ async def test_server_settings_give_the_defaults(app_client: AppClient) -> None:
 async def test_a_bad_server_spec_stops_the_start(
     embedded_settings: Settings, embedder: Embedder
 ) -> None:
-    settings = embedded_settings.model_copy(update={"protocol_spec": {"channels": {"nope": {}}}})
+    settings = embedded_settings.with_overrides(protocols_spec={"channels": {"nope": {}}})
     app = create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
     with pytest.raises(InvalidInput, match="nope"):
         async with app.router.lifespan_context(app):

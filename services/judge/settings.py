@@ -1,0 +1,35 @@
+"""The judge service's settings section (``PLAUDIT_JUDGE_<FIELD>``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class JudgeSettings(BaseModel):
+    """Which judge model answers, and the limits of one judge request."""
+
+    backend: str = Field(
+        default="local", description="local (transformers), openai (any compatible server), vllm"
+    )
+    model: str | None = Field(
+        default=None,
+        description="local/vllm: HF directory or GGUF file (default SmolLM2-135M-Instruct); "
+        "openai: the served model name",
+    )
+    base_url: str | None = Field(default=None, description="openai backend: server URL")
+    api_key: str | None = Field(default=None, description="openai backend: bearer key")
+    device: str = "cpu"
+    timeout_s: float = Field(default=300.0, gt=0, description="per backend call")
+    max_batch_size: int = Field(default=8, ge=1, description="sequences per forward pass")
+    max_input_tokens: int = Field(default=2048, ge=16)
+    prefix_min_tokens: int = Field(
+        default=16,
+        ge=0,
+        description="local: a prompt prefix shared by a batch runs once when it has at least "
+        "this many tokens (0: off)",
+    )
+    max_concurrency: int = Field(default=8, ge=1, description="openai: requests in flight")
+    rpm: int | None = Field(default=None, ge=1, description="openai: requests per minute")
+    cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
+    max_group_size: int = Field(default=32, ge=2)
+    max_pairs: int = Field(default=256, ge=1)

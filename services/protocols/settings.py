@@ -1,0 +1,36 @@
+"""The trainer protocols' settings section (``PLAUDIT_PROTOCOLS_<FIELD>``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ProtocolsSettings(BaseModel):
+    """How ``/get_reward`` (OpenRLHF) and ``/slime/reward`` (slime) score by default."""
+
+    spec: dict[str, Any] | None = Field(
+        default=None,
+        description="the reward spec as JSON; default "
+        '{"channels": {"judge_scale": {"weight": 1.0}}}',
+    )
+    group_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="samples per prompt (OpenRLHF --n_samples_per_prompt, slime "
+        "--n-samples-per-prompt); group channels wait for this many",
+    )
+    group_wait_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=600,
+        description="the longest a partial group waits before it is scored (keep it under the "
+        "trainer's HTTP timeout: OpenRLHF 180 s, slime 120 s)",
+    )
+    on_failure: Literal["neutral", "error"] = Field(
+        default="neutral",
+        description="a failed sample gets its group's mean ok total (neutral, flagged in the "
+        "response) or the request answers 503 (error)",
+    )
