@@ -14,16 +14,15 @@ from services.judge.app import component as judge_component
 from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
-from services.rewards.app import shared
 
 
 def components() -> list[Component]:
     """Every service this build ships, in the order they appear in the docs."""
     return [
         ordinal_component(),
-        shared(diversity_component()),
-        shared(judge_component()),
-        shared(rewards_component()),
+        diversity_component(),
+        judge_component(),
+        rewards_component(),
         protocols_component(),
     ]
 

@@ -20,11 +20,6 @@ from typing import Any
 
 from trainer_client.errors import PlauditError
 
-#: Channels that compare the completions of a group with each other; the server needs at least
-#: two completions for them (``diversity``: distance to the group centroid, ``judge_pairwise``:
-#: a tournament). The other channels (``judge_scale``) grade each completion on its own.
-GROUP_CHANNELS = frozenset({"diversity", "judge_pairwise"})
-
 
 @dataclass(frozen=True)
 class Group:
@@ -84,11 +79,6 @@ def channel_names(spec: Mapping[str, Any]) -> list[str]:
     """The spec's channels, sorted: ``channel_names({"channels": {"b": {}, "a": {}}})`` is
     ``["a", "b"]``."""
     return sorted(str(name) for name in spec.get("channels", {}))
-
-
-def group_channels(spec: Mapping[str, Any]) -> list[str]:
-    """The spec's channels that need a whole group (see :data:`GROUP_CHANNELS`)."""
-    return [name for name in channel_names(spec) if name in GROUP_CHANNELS]
 
 
 def group_by_prompt(

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trainer_client._groups import group_by_prompt, group_channels, scatter
+from trainer_client._groups import group_by_prompt, scatter
 from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
 from trainer_client.errors import PlauditError
 
@@ -68,8 +68,8 @@ def reward_func(
         raise ValueError(f"got {len(queries)} queries for {len(prompts)} prompts")
     texts = [response_text(q, p) for q, p in zip(queries, prompts, strict=True)]
     groups = group_by_prompt(list(prompts), texts)
-    needs_group = group_channels(scorer.spec)
     single = next((g for g in groups if len(g) < 2), None)
+    needs_group = scorer.group_channels() if single is not None else []
     if needs_group and single is not None:
         raise ValueError(
             f"this call holds one sample of prompt {single.prompt!r:.80}, but the spec's "

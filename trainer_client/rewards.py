@@ -40,7 +40,6 @@ from trainer_client._groups import (
     channel_names,
     completion_text,
     group_by_prompt,
-    group_channels,
     scatter,
 )
 from trainer_client._scorer import DEFAULT_TIMEOUT, ClientConfig, GroupScorer
@@ -142,7 +141,6 @@ class PlauditReward:
         self.run_id = run_id
         self.on_error = on_error
         self.num_generations = num_generations
-        self._group_channels = group_channels(scorer.spec)
         self._warned: set[str] = set()
 
     def __repr__(self) -> str:
@@ -194,13 +192,15 @@ class PlauditReward:
                 len(short),
                 self.num_generations,
             )
-        to_send = [g for g in groups if len(g) > 1 or not self._group_channels]
+        # Only a batch with a lone completion needs to know (the server says, once).
+        needs = self.scorer.group_channels() if any(len(g) < 2 for g in groups) else []
+        to_send = [g for g in groups if len(g) > 1 or not needs]
         if len(to_send) < len(groups):
             self._warn_once(
                 "single",
                 "%s: a group part of 1 completion cannot be scored by %s; it gets None. Make "
                 "per_device_train_batch_size * steps_per_generation a multiple of num_generations",
-                ", ".join(self._group_channels),
+                ", ".join(needs),
             )
         step = getattr(kwargs.get("trainer_state"), "global_step", None)
         return _Batch(len(texts), groups, to_send, step if isinstance(step, int) else None)

@@ -44,7 +44,6 @@ from trainer_client._groups import (
     Group,
     Scored,
     group_by_prompt,
-    group_channels,
     prompt_wire,
     scatter,
 )
@@ -120,10 +119,11 @@ def compute_score_batch(
     prompts = [_prompt(info) for info in infos]
     groups = group_by_prompt(prompts, list(solution_strs))
     singles = [g for g in groups if len(g) < 2]
-    if singles and group_channels(scorer.spec):
+    needs_group = scorer.group_channels() if singles else []
+    if needs_group:
         raise ValueError(
             f"prompt {singles[0].prompt!r} has one completion in this batch, but the spec's "
-            f"{', '.join(group_channels(scorer.spec))} channel compares a group's completions"
+            f"{', '.join(needs_group)} channel compares a group's completions"
         )
     answers = [_checked(a) for a in scorer.score(groups, run_id=run_id)]
     rewards = scatter(len(solution_strs), groups, answers)
@@ -131,7 +131,7 @@ def compute_score_batch(
 
 
 def _single(scorer: GroupScorer, text: str, extra_info: Mapping[str, Any] | None) -> Group:
-    needs_group = group_channels(scorer.spec)
+    needs_group = scorer.group_channels()
     if needs_group:
         raise ValueError(
             f"verl's compute_score sees one completion at a time, but the spec's "

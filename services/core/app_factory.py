@@ -54,7 +54,8 @@ def build_app(
             job_registry=job_registry,
             extras=extras,
         )
-        app.state.services = {c.name: c.build(resources) for c in components}
+        for component in components:
+            resources.services.build(component, resources)
         app.state.resources = resources
         resources.start_loading()
         try:

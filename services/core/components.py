@@ -1,21 +1,76 @@
-"""A service's pieces as the app factory sees them: a router and a way to build its service."""
+"""The composition root: a service's pieces as the app factory sees them, and the typed
+registry of the services a process built.
+
+Each service folder exposes ``component()``: its router, the class of service it provides, a
+builder run in the lifespan, and the reward channels it contributes. Services find each other
+by type, never by a string::
+
+    judge = resources.services.get_or_build(JudgeService, judge_component, resources)
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import APIRouter
 
-from services.core.resources import Resources
+from services.core.channels import Channel
+
+if TYPE_CHECKING:
+    from services.core.resources import Resources
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Component:
-    """One service: its name, its router, and a builder run in the lifespan."""
+    """One service: its router, what it provides, how to build it and the channels it adds."""
 
     name: str
     router: APIRouter
+    provides: type[Any]
     build: Callable[[Resources], Any]
     needs_embedder: bool = False
+    channels: Callable[[Any], Sequence[Channel]] | None = None
+
+
+class ServiceRegistry:
+    """The services built in this process, by their class."""
+
+    def __init__(self) -> None:
+        self._services: dict[type[Any], Any] = {}
+
+    def get(self, kind: type[T]) -> T | None:
+        found = self._services.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def require(self, kind: type[T]) -> T:
+        found = self.get(kind)
+        if found is None:
+            raise LookupError(f"no {kind.__name__} is served by this process")
+        return found
+
+    def build(self, component: Component, resources: Resources) -> Any:
+        """Build ``component`` once: a second call returns the service built first."""
+        existing = self._services.get(component.provides)
+        if existing is not None:
+            return existing
+        service = component.build(resources)
+        if not isinstance(service, component.provides):
+            raise TypeError(f"{component.name} built a {type(service).__name__}")
+        self._services[component.provides] = service
+        if component.channels is not None:
+            for channel in component.channels(service):
+                resources.channels.add(channel)
+        return service
+
+    def get_or_build(self, kind: type[T], make: Callable[[], Component], resources: Resources) -> T:
+        """The ``kind`` service built earlier, or one built now from ``make()``."""
+        found = self.get(kind)
+        if found is not None:
+            return found
+        built = self.build(make(), resources)
+        assert isinstance(built, kind)
+        return built

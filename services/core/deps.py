@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Request
 from fastapi.responses import JSONResponse
@@ -11,6 +11,8 @@ from pydantic import BaseModel
 
 from services.core.errors import BackendUnavailable
 from services.core.resources import Resources
+
+T = TypeVar("T")
 
 
 def get_resources(request: Request) -> Resources:
@@ -20,10 +22,9 @@ def get_resources(request: Request) -> Resources:
     return resources
 
 
-def service_of(request: Request, name: str) -> Any:
-    """The service object built for component ``name``."""
-    get_resources(request)
-    return request.app.state.services[name]
+def service_of(request: Request, kind: type[T]) -> T:
+    """The ``kind`` service this process built (``service_of(request, JudgeService)``)."""
+    return get_resources(request).services.require(kind)
 
 
 ResourcesDep = Annotated[Resources, Depends(get_resources)]

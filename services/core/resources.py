@@ -17,6 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from services.core import db
 from services.core.cache import Cache, make_cache
+from services.core.channels import ChannelRegistry
+from services.core.components import ServiceRegistry
 from services.core.embedder import BatchedEmbedder, Embedder
 from services.core.jobs import JobQueue, JobRegistry, make_job_queue
 from services.core.metrics import Metrics
@@ -39,6 +41,8 @@ class Resources:
     idempotency: IdempotencyStore
     embedder: BatchedEmbedder | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    services: ServiceRegistry = field(default_factory=ServiceRegistry)
+    channels: ChannelRegistry = field(default_factory=ChannelRegistry)
     checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     loaders: list[Callable[[], Awaitable[None]]] = field(default_factory=list)

@@ -10,6 +10,7 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import Settings
+from services.diversity.channels import diversity_channels
 from services.diversity.router import router
 from services.diversity.service import DiversityService
 
@@ -21,7 +22,14 @@ def component() -> Component:
             resources.settings.diversity, resources.embedder, resources.scored_groups
         )
 
-    return Component(name="diversity", router=router, build=build, needs_embedder=True)
+    return Component(
+        name="diversity",
+        router=router,
+        provides=DiversityService,
+        build=build,
+        needs_embedder=True,
+        channels=diversity_channels,
+    )
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:

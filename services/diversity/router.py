@@ -24,7 +24,7 @@ router = APIRouter(
 
 
 def _service(request: Request) -> DiversityService:
-    service: DiversityService = service_of(request, "diversity")
+    service: DiversityService = service_of(request, DiversityService)
     return service
 
 

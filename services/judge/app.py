@@ -13,6 +13,7 @@ from services.core.resources import Resources
 from services.core.settings import Settings
 from services.judge.backend_factory import is_started, make_backend
 from services.judge.cached import CachedJudge
+from services.judge.channels import judge_channels
 from services.judge.router import router
 from services.judge.service import JudgeService
 
@@ -37,7 +38,9 @@ def component() -> Component:
         )
         return JudgeService(resources.settings.judge, judge, resources.scored_groups)
 
-    return Component(name="judge", router=router, build=build)
+    return Component(
+        name="judge", router=router, provides=JudgeService, build=build, channels=judge_channels
+    )
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:

@@ -26,7 +26,7 @@ router = APIRouter(
 
 
 def _service(request: Request) -> JudgeService:
-    service: JudgeService = service_of(request, "judge")
+    service: JudgeService = service_of(request, JudgeService)
     return service
 
 

@@ -18,7 +18,7 @@ def component() -> Component:
     def build(resources: Resources) -> OrdinalService:
         return OrdinalService(resources.settings.ordinal, resources.scored_groups)
 
-    return Component(name="ordinal", router=router, build=build)
+    return Component(name="ordinal", router=router, provides=OrdinalService, build=build)
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:

@@ -24,7 +24,7 @@ router = APIRouter(
 
 
 def _service(request: Request) -> OrdinalService:
-    service: OrdinalService = service_of(request, "ordinal")
+    service: OrdinalService = service_of(request, OrdinalService)
     return service
 
 

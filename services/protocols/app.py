@@ -11,7 +11,6 @@ from services.core.resources import Resources
 from services.protocols.router import router
 from services.protocols.service import ProtocolService
 from services.rewards.app import component as rewards_component
-from services.rewards.app import reuse
 from services.rewards.service import RewardsService
 
 
@@ -19,9 +18,15 @@ def component() -> Component:
     """``/get_reward`` (OpenRLHF) and ``/slime/reward`` (slime), with group buffering."""
 
     def build(resources: Resources) -> ProtocolService:
-        rewards = reuse(resources, RewardsService, rewards_component)
+        rewards = resources.services.get_or_build(RewardsService, rewards_component, resources)
         service = ProtocolService(rewards, resources.settings.protocols)
         resources.closers.append(service.aclose)
         return service
 
-    return Component(name="protocols", router=router, build=build, needs_embedder=True)
+    return Component(
+        name="protocols",
+        router=router,
+        provides=ProtocolService,
+        build=build,
+        needs_embedder=True,
+    )

@@ -65,7 +65,7 @@ router = APIRouter(tags=["trainer protocols"], dependencies=[Depends(require_tra
 
 
 def _service(request: Request) -> ProtocolService:
-    service: ProtocolService = service_of(request, "protocols")
+    service: ProtocolService = service_of(request, ProtocolService)
     return service
 
 

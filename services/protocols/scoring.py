@@ -13,17 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from services.core.channels import ChannelSpec
 from services.rewards.schemas import CompletionReward
-from services.rewards.spec import (
-    ChannelSpec,
-    DiversitySpec,
-    JudgePairwiseSpec,
-    JudgeScaleSpec,
-    ResolvedSpec,
-)
-
-#: Channels that compare the completions of a group, so a group must be gathered first.
-GROUP_CHANNELS = frozenset({"diversity", "judge_pairwise"})
+from services.rewards.spec import ResolvedSpec
 
 #: End-of-turn and padding tokens a decoded query may end with (OpenRLHF decodes with
 #: ``skip_special_tokens=False``); the judge should not see them as part of the response.
@@ -79,33 +71,26 @@ def unit_value(channel: ChannelSpec, value: float) -> float:
     """A channel value mapped onto [0, 1] by the channel's own range.
 
     judge_scale 1..K, judge_pairwise's pprgde [-1, 1] and win_rate [0, 1], diversity [0, 1]
-    (clamped); Bradley-Terry log-strengths are unbounded, so they go through a logistic.
+    (clamped); unbounded values (Bradley-Terry log-strengths) go through a logistic.
 
+    >>> from services.judge.channels import JudgeScaleSpec
     >>> unit_value(JudgeScaleSpec(k=5), 3.0)
     0.5
     """
-    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "bradley_terry":
+    bounds = channel.value_range()
+    if bounds is None:
         return 1.0 / (1.0 + math.exp(-value))
-    low, high = _range(channel)
+    low, high = bounds
     return min(1.0, max(0.0, (value - low) / (high - low)))
 
 
 def midpoint(channel: ChannelSpec) -> float:
     """The value a channel maps to 0.5 (the neutral fill of a group with no ok sample)."""
-    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "bradley_terry":
+    bounds = channel.value_range()
+    if bounds is None:
         return 0.0
-    low, high = _range(channel)
+    low, high = bounds
     return (low + high) / 2
-
-
-def _range(channel: ChannelSpec) -> tuple[float, float]:
-    if isinstance(channel, JudgeScaleSpec):
-        return 1.0, float(channel.k)
-    if isinstance(channel, JudgePairwiseSpec) and channel.scoring == "pprgde":
-        return -1.0, 1.0
-    if isinstance(channel, JudgePairwiseSpec | DiversitySpec):
-        return 0.0, 1.0
-    raise ValueError(f"no known range for {type(channel).__name__}")
 
 
 def unit_score(spec: ResolvedSpec, values: Mapping[str, float]) -> float:

@@ -32,7 +32,6 @@ from services.protocols.schemas import (
     SlimeResponse,
 )
 from services.protocols.scoring import (
-    GROUP_CHANNELS,
     GROUP_TOO_SMALL,
     SampleReward,
     settle_group,
@@ -42,7 +41,7 @@ from services.protocols.scoring import (
 from services.protocols.settings import ProtocolsSettings
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
-from services.rewards.spec import ResolvedSpec, resolve_spec
+from services.rewards.spec import ResolvedSpec
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class ProtocolOptions:
     @property
     def buffered(self) -> bool:
         """Whether samples wait for their group (a group channel in the spec)."""
-        return bool(GROUP_CHANNELS & set(self.spec.channels))
+        return bool(self.spec.group_channels)
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ class ProtocolService:
         self._rewards = rewards
         self._settings = settings
         # Checked now, so a bad PLAUDIT_PROTOCOLS_SPEC stops the server at start-up.
-        self._default_spec = protocol_spec(settings.spec or DEFAULT_SPEC)
+        self._default_spec = protocol_spec(settings.spec or DEFAULT_SPEC, rewards)
         self._buffer: GroupBuffer[GroupKey, str, SampleReward] = GroupBuffer(self._score_group)
 
     def options(
@@ -117,7 +116,9 @@ class ProtocolService:
         step: int | None = None,
     ) -> ProtocolOptions:
         """Query parameters over the server's settings; a bad spec or group size is a 422."""
-        resolved = self._default_spec if spec is None else protocol_spec(_parse_spec(spec))
+        resolved = (
+            self._default_spec if spec is None else protocol_spec(_parse_spec(spec), self._rewards)
+        )
         size = group_size if group_size is not None else self._settings.group_size
         options = ProtocolOptions(
             spec=resolved,
@@ -128,7 +129,7 @@ class ProtocolService:
             step=step,
         )
         if options.buffered and options.group_size < 2:
-            names = ", ".join(sorted(GROUP_CHANNELS & set(resolved.channels)))
+            names = ", ".join(resolved.group_channels)
             raise InvalidInput(
                 f"the spec's group channels ({names}) compare a prompt's samples: set "
                 "group_size to the trainer's samples per prompt (at least 2), as a query "
@@ -218,7 +219,7 @@ class ProtocolService:
         )
 
     async def _score_group(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:
-        if len(responses) < 2 and GROUP_CHANNELS & set(key.spec.channels):
+        if len(responses) < 2 and key.spec.group_channels:
             log.info("a group of one reached its deadline; its group channels cannot score it")
             return unscored_group(key.spec, len(responses), GROUP_TOO_SMALL)
         request = RewardsGroupRequest.model_validate(
@@ -261,12 +262,12 @@ def _apply_policy(rewards: Sequence[SampleReward], policy: FailurePolicy) -> Non
         )
 
 
-def protocol_spec(raw: Any) -> ResolvedSpec:
+def protocol_spec(raw: Any, rewards: RewardsService) -> ResolvedSpec:
     """A reward spec for the trainer protocols: any valid spec whose advantage is none.
 
     The trainers normalize rewards themselves (GRPO, RLOO, group_norm), so Plaudit must not.
     """
-    spec = resolve_spec(raw)
+    spec = rewards.resolve(raw)
     if spec.advantage != "none":
         raise InvalidInput(
             "the trainer protocols answer rewards and the trainer computes advantages: "

@@ -8,11 +8,11 @@ group statistic. A failure is never a silent 0 (ARCHITECTURE.md, API conventions
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from services.core.channels import ChannelOutcome
+from services.judge.channels import JudgeScaleSpec
 from services.ordinal import estimators
 from services.rewards.schemas import (
     ChannelResult,
@@ -20,35 +20,21 @@ from services.rewards.schemas import (
     CompletionReward,
     RewardStats,
 )
-from services.rewards.spec import JudgeScaleSpec, ResolvedSpec
+from services.rewards.spec import ResolvedSpec
 
 EPS = 1e-6
 
 
-@dataclass
-class ChannelOutcome:
-    """One channel's answer for a whole group, one entry per completion.
-
-    ``levels`` carries the judge_scale grades' most likely level (for ODRPO); other channels
-    leave it None.
-    """
-
-    values: list[float | None]
-    statuses: list[str]
-    meta: dict[str, Any]
-    details: list[dict[str, Any]]
-    errors: list[str | None] = field(default_factory=list)
-    levels: list[int | None] | None = None
-
-    def result(self, i: int) -> ChannelResult:
-        error = self.errors[i] if i < len(self.errors) else None
-        value = self.values[i]
-        status = self.statuses[i]
-        if status == "ok" and value is None:
-            status, error = "error", error or "the channel gave no value"
-        return ChannelResult(
-            value=value, status=status, meta=self.meta, detail=self.details[i], error=error
-        )
+def channel_result(outcome: ChannelOutcome, i: int) -> ChannelResult:
+    """Completion ``i``'s entry of a channel; an ok status without a value is an error."""
+    error = outcome.errors[i] if i < len(outcome.errors) else None
+    value = outcome.values[i]
+    status = outcome.statuses[i]
+    if status == "ok" and value is None:
+        status, error = "error", error or "the channel gave no value"
+    return ChannelResult(
+        value=value, status=status, meta=outcome.meta, detail=outcome.details[i], error=error
+    )
 
 
 def completion_rewards(
@@ -56,8 +42,8 @@ def completion_rewards(
 ) -> list[CompletionReward]:
     """Weighted totals per completion.
 
-    >>> from services.rewards.spec import resolve_spec
-    >>> spec = resolve_spec({"channels": {"diversity": {"weight": 2.0}}})
+    >>> from services.diversity.channels import DiversitySpec
+    >>> spec = ResolvedSpec(channels={"diversity": DiversitySpec(weight=2.0)}, advantage="none")
     >>> out = ChannelOutcome(values=[0.5, None], statuses=["ok", "error"], meta={},
     ...                      details=[{}, {}])
     >>> [r.total for r in completion_rewards(["a", "b"], spec, {"diversity": out})]
@@ -65,7 +51,7 @@ def completion_rewards(
     """
     rewards = []
     for i, cid in enumerate(ids):
-        channels = {name: outcomes[name].result(i) for name in sorted(outcomes)}
+        channels = {name: channel_result(outcomes[name], i) for name in sorted(outcomes)}
         failed = [c.status for c in channels.values() if c.status != "ok"]
         total = None
         if not failed:

@@ -26,7 +26,7 @@ router = APIRouter(
 
 
 def _service(request: Request) -> RewardsService:
-    service: RewardsService = service_of(request, "rewards")
+    service: RewardsService = service_of(request, RewardsService)
     return service
 
 
@@ -50,6 +50,13 @@ async def group(
 async def validate(body: ValidateRequest, service: Service) -> ValidateResponse:
     """Check a reward spec: the resolved spec (defaults filled) and its hash, or the errors."""
     return service.validate(body)
+
+
+@router.get("/channels")
+async def channels(service: Service) -> dict[str, dict[str, Any]]:
+    """Every channel this server scores with: its options, value range and whether it
+    compares a whole group."""
+    return service.describe_channels()
 
 
 @router.get("/runs/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)

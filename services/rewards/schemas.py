@@ -67,6 +67,11 @@ class ValidateResponse(BaseModel):
     valid: bool
     spec: dict[str, Any] | None = None
     spec_hash: str | None = None
+    group_channels: list[str] = Field(
+        default_factory=list,
+        description="the spec's channels that compare a group's completions: send whole "
+        "groups (or use the trainer protocols' buffering) when this is not empty",
+    )
     errors: list[SpecError] = Field(default_factory=list)
 
 

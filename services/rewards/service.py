@@ -10,11 +10,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
+from services.core.errors import InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import ScoredGroupPage, completion_ids
 from services.rewards import aggregate
-from services.rewards.aggregate import ChannelOutcome
-from services.rewards.channels import ChannelRunner
 from services.rewards.schemas import (
     RewardsGroupRequest,
     RewardsGroupResponse,
@@ -32,25 +32,42 @@ class RewardsService:
 
     Example::
 
-        service = RewardsService(ChannelRunner(judge, diversity), RewardGroups(sessions))
+        service = RewardsService(channels, RewardGroups(sessions))
         response = await service.group(RewardsGroupRequest.model_validate(body))
         response.results[0].total  # None when one of its channels failed
     """
 
-    def __init__(self, runner: ChannelRunner, groups: RewardGroups | None = None) -> None:
-        self._runner = runner
+    def __init__(self, channels: ChannelRegistry, groups: RewardGroups | None = None) -> None:
+        self._channels_registry = channels
         self._groups = groups
 
+    @property
+    def channels(self) -> ChannelRegistry:
+        return self._channels_registry
+
+    def resolve(self, raw: object) -> ResolvedSpec:
+        """The checked spec (a 422 naming the first problem)."""
+        return resolve_spec(raw, self._channels_registry)
+
     def validate(self, request: ValidateRequest) -> ValidateResponse:
-        """A dry run: the resolved spec and its hash, or every problem found."""
-        spec, errors = check_spec(request.spec)
+        """A dry run: the resolved spec, its hash and its group channels, or every problem."""
+        spec, errors = check_spec(request.spec, self._channels_registry)
         if spec is None:
             return ValidateResponse(valid=False, errors=errors)
-        return ValidateResponse(valid=True, spec=spec.as_dict(), spec_hash=spec.hash)
+        return ValidateResponse(
+            valid=True,
+            spec=spec.as_dict(),
+            spec_hash=spec.hash,
+            group_channels=spec.group_channels,
+        )
+
+    def describe_channels(self) -> dict[str, dict[str, object]]:
+        """Every channel this server scores with: options, range, whether it needs a group."""
+        return {channel.name: channel.describe() for channel in self._channels_registry}
 
     async def group(self, request: RewardsGroupRequest) -> RewardsGroupResponse:
         """Per-completion totals (and advantages when the spec asks), stored when run_id is set."""
-        spec = resolve_spec(request.spec)
+        spec = self.resolve(request.spec)
         outcomes = await self._channels(spec, request)
         rewards = aggregate.completion_rewards(completion_ids(request.completions), spec, outcomes)
         for reward, advantage in zip(
@@ -81,7 +98,7 @@ class RewardsService:
     ) -> dict[str, ChannelOutcome]:
         names = sorted(spec.channels)
         answers = await asyncio.gather(
-            *(self._runner.run(name, spec.channels[name], request) for name in names),
+            *(self._run(name, spec.channels[name], request) for name in names),
             return_exceptions=True,
         )
         # Every channel has finished by now, so raising leaves nothing running behind us.
@@ -91,6 +108,26 @@ class RewardsService:
             for name, answer in zip(names, answers, strict=True)
             if isinstance(answer, ChannelOutcome)
         }
+
+    async def _run(
+        self, name: str, spec: ChannelSpec, request: RewardsGroupRequest
+    ) -> ChannelOutcome:
+        """One channel's outcome; a service's complaint about an option names the spec field."""
+        channel = self._channels_registry.get(name)
+        if channel is None:  # resolve_spec already refused it; kept for direct callers
+            raise InvalidInput(f"unknown channel {name!r}", param=f"spec.channels.{name}")
+        group = GroupInput(
+            prompt=request.prompt,
+            completions=request.completions,
+            finish_reasons=request.finish_reasons,
+            token_counts=request.token_counts,
+        )
+        try:
+            return await channel.run(spec, group)
+        except InvalidInput as exc:
+            if exc.param in type(spec).model_fields:
+                raise InvalidInput(exc.message, param=f"spec.channels.{name}.{exc.param}") from None
+            raise
 
     async def _store(
         self, request: RewardsGroupRequest, spec: ResolvedSpec, response: RewardsGroupResponse

@@ -13,64 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
-from judges.templates import TemplateNotFoundError, load_template
+from services.core.channels import ChannelOptionError, ChannelRegistry, ChannelSpec
 from services.core.errors import InvalidInput
 from services.core.records import content_hash
-from services.core.schemas import StrictModel
-from services.diversity.schemas import MetricName, ScalingName
-from services.judge.schemas import Mode
-from services.judge.service import DEFAULT_TEMPLATES
 from services.rewards.schemas import AdvantageName, SpecError
 
-#: Channels named in the roadmap (issue 4) that this build does not serve yet.
+#: Channels named in the roadmap that this build does not serve yet.
 PLANNED_CHANNELS = ("rubric", "karma")
 SPEC_KEYS = ("channels", "advantage")
-
-
-class ChannelSpec(StrictModel):
-    """Every channel takes a weight: total = sum(weight * value)."""
-
-    weight: float = Field(default=1.0, ge=0, allow_inf_nan=False)
-
-
-class JudgePairwiseSpec(ChannelSpec):
-    """Pairwise judge tournament (``JudgeService.group``): value = the completion's reward."""
-
-    pairing: Literal["adjacent", "round_robin"] = "adjacent"
-    budget: int | None = Field(default=None, ge=1, description="round_robin: random pairs")
-    scoring: Literal["pprgde", "win_rate", "bradley_terry"] = "pprgde"
-    mode: Mode = "logprob"
-    swap: bool = True
-    template: str | None = None
-    criteria: str | None = Field(default=None, max_length=4000)
-    length_discount: bool = False
-
-
-class JudgeScaleSpec(ChannelSpec):
-    """Pointwise 1..K grade (``JudgeService.scale``): value = the expected grade."""
-
-    k: int = Field(default=10, ge=2, le=100)
-    criteria: str | None = Field(default=None, max_length=4000)
-    template: str | None = None
-
-
-class DiversitySpec(ChannelSpec):
-    """Group diversity (``DiversityService.score_group``): value = the unweighted reward."""
-
-    metric: MetricName = "centroid"
-    scaling: ScalingName = "minmax"
-    min_range: float = Field(default=1e-6, ge=0, le=2)
-
-
-CHANNELS: dict[str, type[ChannelSpec]] = {
-    "diversity": DiversitySpec,
-    "judge_pairwise": JudgePairwiseSpec,
-    "judge_scale": JudgeScaleSpec,
-}
 
 
 @dataclass(frozen=True)
@@ -88,6 +42,11 @@ class ResolvedSpec:
         }
 
     @property
+    def group_channels(self) -> list[str]:
+        """The channels that compare a group's completions (a group must be gathered)."""
+        return sorted(name for name, c in self.channels.items() if c.needs_group)
+
+    @property
     def hash(self) -> str:
         return spec_hash(self)
 
@@ -97,10 +56,10 @@ def spec_hash(spec: ResolvedSpec) -> str:
     return content_hash(spec.as_dict())
 
 
-def check_spec(raw: Any) -> tuple[ResolvedSpec | None, list[SpecError]]:
+def check_spec(raw: Any, registry: ChannelRegistry) -> tuple[ResolvedSpec | None, list[SpecError]]:
     """The resolved spec, or every problem found, each naming its field.
 
-    >>> spec, errors = check_spec({"channels": {"foo": {}}})
+    >>> spec, errors = check_spec({"channels": {"foo": {}}}, ChannelRegistry())
     >>> spec is None and errors[0].param
     'spec.channels.foo'
     """
@@ -115,7 +74,7 @@ def check_spec(raw: Any) -> tuple[ResolvedSpec | None, list[SpecError]]:
         if key not in SPEC_KEYS
     ]
     advantage = _advantage(raw.get("advantage", "none"), errors)
-    channels = _channels(raw.get("channels"), errors)
+    channels = _channels(raw.get("channels"), registry, errors)
     if advantage == "odrpo" and channels is not None and "judge_scale" not in channels:
         errors.append(
             SpecError(
@@ -128,13 +87,13 @@ def check_spec(raw: Any) -> tuple[ResolvedSpec | None, list[SpecError]]:
     return ResolvedSpec(channels=channels, advantage=advantage), []
 
 
-def resolve_spec(raw: Any) -> ResolvedSpec:
+def resolve_spec(raw: Any, registry: ChannelRegistry) -> ResolvedSpec:
     """Like :func:`check_spec`, but raises ``InvalidInput`` (a 422) naming the first problem.
 
-    >>> resolve_spec({"channels": {"judge_scale": {"k": 5}}}).channels["judge_scale"].weight
-    1.0
+    Example: ``resolve_spec({"channels": {"judge_scale": {"k": 5}}}, registry)`` fills the
+    weight (1.0) and pins the template (``scale@1``).
     """
-    spec, errors = check_spec(raw)
+    spec, errors = check_spec(raw, registry)
     if spec is None:
         first = errors[0]
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
@@ -151,7 +110,9 @@ def _advantage(value: Any, errors: list[SpecError]) -> AdvantageName | None:
     return None
 
 
-def _channels(raw: Any, errors: list[SpecError]) -> dict[str, ChannelSpec] | None:
+def _channels(
+    raw: Any, registry: ChannelRegistry, errors: list[SpecError]
+) -> dict[str, ChannelSpec] | None:
     if raw is None:
         errors.append(SpecError(param="spec.channels", message="field required"))
         return None
@@ -162,18 +123,21 @@ def _channels(raw: Any, errors: list[SpecError]) -> dict[str, ChannelSpec] | Non
         return None
     resolved: dict[str, ChannelSpec] = {}
     for name, options in raw.items():
-        channel = _channel(str(name), options, errors)
+        channel = _channel(str(name), options, registry, errors)
         if channel is not None:
             resolved[str(name)] = channel
     return resolved if len(resolved) == len(raw) else None
 
 
-def _channel(name: str, options: Any, errors: list[SpecError]) -> ChannelSpec | None:
+def _channel(
+    name: str, options: Any, registry: ChannelRegistry, errors: list[SpecError]
+) -> ChannelSpec | None:
     param = f"spec.channels.{name}"
-    model = CHANNELS.get(name)
-    if model is None:
-        errors.append(SpecError(param=param, message=_unknown_channel(name)))
+    found = registry.get(name)
+    if found is None:
+        errors.append(SpecError(param=param, message=_unknown_channel(name, registry)))
         return None
+    model = found.spec
     if not isinstance(options, dict):
         errors.append(SpecError(param=param, message='must be an object, e.g. {"weight": 1.0}'))
         return None
@@ -182,11 +146,15 @@ def _channel(name: str, options: Any, errors: list[SpecError]) -> ChannelSpec | 
     except ValidationError as exc:
         errors.extend(_option_errors(param, model, exc))
         return None
-    return _pin_template(param, channel, errors)
+    try:
+        return channel.resolved()
+    except ChannelOptionError as exc:
+        errors.append(SpecError(param=f"{param}.{exc.option}", message=exc.message))
+        return None
 
 
-def _unknown_channel(name: str) -> str:
-    available = ", ".join(sorted(CHANNELS))
+def _unknown_channel(name: str, registry: ChannelRegistry) -> str:
+    available = ", ".join(registry.names())
     if name in PLANNED_CHANNELS:
         return f"channel {name!r} is not available yet; available: {available}"
     return f"unknown channel {name!r}; available: {available}"
@@ -211,30 +179,3 @@ def _loc(prefix: str, loc: Sequence[int | str]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
-
-
-def _pin_template(param: str, channel: ChannelSpec, errors: list[SpecError]) -> ChannelSpec | None:
-    """Fill the default template and pin a bare name to its version (``scale`` -> ``scale@1``)."""
-    if isinstance(channel, JudgePairwiseSpec):
-        default = DEFAULT_TEMPLATES[channel.mode]
-        kind = "choice" if channel.mode == "logprob" else "generate"
-    elif isinstance(channel, JudgeScaleSpec):
-        default, kind = "scale@1", "choice"
-    else:
-        return channel
-    ref = channel.template or default
-    try:
-        template = load_template(ref)
-    except TemplateNotFoundError as exc:
-        errors.append(SpecError(param=f"{param}.template", message=str(exc.args[0])))
-        return None
-    if template.kind != kind:
-        errors.append(
-            SpecError(
-                param=f"{param}.template",
-                message=f"template {template.ref} is a {template.kind} template; "
-                f"this channel needs a {kind} one",
-            )
-        )
-        return None
-    return channel.model_copy(update={"template": template.ref})

@@ -14,7 +14,6 @@ from trainer_client._groups import (
     Scored,
     completion_text,
     group_by_prompt,
-    group_channels,
     prompt_wire,
     read_group,
     scatter,
@@ -73,7 +72,6 @@ def test_specs_for_trainers_must_ask_for_rewards(tmp_path: Path) -> None:
     assert load_spec(str(path)) == load_spec(json.dumps(SPEC)) == SPEC
     with pytest.raises(ValueError, match="neither JSON nor a readable file"):
         load_spec(str(tmp_path / "missing.json"))
-    assert group_channels(SPEC) == ["diversity"]
 
 
 def test_config_from_env() -> None:

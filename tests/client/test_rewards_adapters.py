@@ -137,6 +137,15 @@ async def test_async_rewards_methods(live_all_server: LiveServer) -> None:
 # --- TRL ---------------------------------------------------------------------------------------
 
 
+def test_scorer_learns_group_channels_from_the_server(live_all_server: LiveServer) -> None:
+    config = ClientConfig(live_all_server.url, live_all_server.reward_key)
+    mixed = GroupScorer(config, {"channels": {"judge_scale": {}, "diversity": {}}})
+    assert mixed.group_channels() == ["diversity"]
+    assert GroupScorer(config, {"channels": {"judge_scale": {}}}).group_channels() == []
+    with pytest.raises(ValueError, match=r"spec\.channels\.nope"):
+        GroupScorer(config, {"channels": {"nope": {}}}).group_channels()
+
+
 def test_trl_standard_completions_one_request_per_group(live_all_server: LiveServer) -> None:
     run_id = _run_id()
     reward = _reward(live_all_server, DIVERSITY, run_id=run_id, num_generations=3)

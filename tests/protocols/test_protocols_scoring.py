@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from services.judge.channels import JudgePairwiseSpec, JudgeScaleSpec
 from services.protocols.scoring import (
     GROUP_TOO_SMALL,
     settle_group,
@@ -16,7 +17,7 @@ from services.protocols.scoring import (
     unscored_group,
 )
 from services.rewards.schemas import ChannelResult, CompletionReward
-from services.rewards.spec import JudgePairwiseSpec, JudgeScaleSpec, resolve_spec
+from tests.channels import resolve
 
 CHATML = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -58,16 +59,16 @@ def test_unit_values_follow_each_channel_range() -> None:
     assert unit_value(JudgePairwiseSpec(scoring="win_rate"), 0.25) == 0.25
     assert unit_value(JudgePairwiseSpec(scoring="bradley_terry"), 0.0) == 0.5
     assert 0 < unit_value(JudgePairwiseSpec(scoring="bradley_terry"), -3.0) < 0.1
-    spec = resolve_spec({"channels": {"diversity": {"scaling": "none"}}})
+    spec = resolve({"channels": {"diversity": {"scaling": "none"}}})
     assert unit_value(spec.channels["diversity"], 1.7) == 1.0
 
 
 def test_unit_score_is_the_weighted_mean() -> None:
-    spec = resolve_spec(
+    spec = resolve(
         {"channels": {"judge_scale": {"k": 5, "weight": 3.0}, "diversity": {"weight": 1.0}}}
     )
     assert unit_score(spec, {"judge_scale": 5.0, "diversity": 0.0}) == pytest.approx(0.75)
-    zero = resolve_spec({"channels": {"judge_scale": {"k": 5, "weight": 0}}})
+    zero = resolve({"channels": {"judge_scale": {"k": 5, "weight": 0}}})
     assert unit_score(zero, {"judge_scale": 3.0}) == pytest.approx(0.5)
 
 
@@ -87,7 +88,7 @@ SPEC: dict[str, Any] = {"channels": {"judge_scale": {"k": 5}, "diversity": {"wei
 
 
 def test_a_failed_sample_gets_the_mean_ok_total_and_stays_marked() -> None:
-    spec = resolve_spec(SPEC)
+    spec = resolve(SPEC)
     results = [
         _reward(4.5, judge_scale=(4.0, "ok"), diversity=(1.0, "ok")),
         _reward(2.0, judge_scale=(2.0, "ok"), diversity=(0.0, "ok")),
@@ -106,7 +107,7 @@ def test_a_failed_sample_gets_the_mean_ok_total_and_stays_marked() -> None:
 
 
 def test_a_group_with_no_ok_sample_falls_back_to_the_midpoints() -> None:
-    spec = resolve_spec(SPEC)
+    spec = resolve(SPEC)
     settled = settle_group(
         spec, [_reward(None, judge_scale=(None, "timeout"), diversity=(None, "error"))] * 2
     )
@@ -116,7 +117,7 @@ def test_a_group_with_no_ok_sample_falls_back_to_the_midpoints() -> None:
 
 
 def test_an_unscored_group_is_failed_at_the_midpoint() -> None:
-    spec = resolve_spec({"channels": {"judge_pairwise": {"weight": 2.0}}})
+    spec = resolve({"channels": {"judge_pairwise": {"weight": 2.0}}})
     [sample] = unscored_group(spec, 1, GROUP_TOO_SMALL)
     assert sample.failed and sample.status == GROUP_TOO_SMALL
     assert sample.reward == 0.0 and sample.score == 0.5 and sample.group_size == 1

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.rewards.spec import check_spec, resolve_spec
+from tests.channels import check, resolve
 from tests.conftest import assert_envelope
 
 COMPLETIONS = ["GOOD one", "two", "three"]
@@ -134,15 +134,13 @@ async def test_the_same_spec_in_any_key_order_has_one_hash(
         hashes |= {checked["spec_hash"], scored["spec_hash"]}
     assert len(hashes) == 1
     other = {**a, "advantage": "none"}
-    assert resolve_spec(other).hash not in hashes
+    assert resolve(other).hash not in hashes
 
 
 def test_hash_is_over_the_resolved_spec() -> None:
-    implicit = resolve_spec({"channels": {"judge_scale": {}}})
-    explicit = resolve_spec(
-        {"channels": {"judge_scale": {"weight": 1, "k": 10, "template": "scale"}}}
-    )
+    implicit = resolve({"channels": {"judge_scale": {}}})
+    explicit = resolve({"channels": {"judge_scale": {"weight": 1, "k": 10, "template": "scale"}}})
     assert implicit.hash == explicit.hash
-    assert implicit.hash != resolve_spec({"channels": {"judge_scale": {"k": 9}}}).hash
-    spec, errors = check_spec({"channels": {"foo": {}}})
+    assert implicit.hash != resolve({"channels": {"judge_scale": {"k": 9}}}).hash
+    spec, errors = check({"channels": {"foo": {}}})
     assert spec is None and [e.param for e in errors] == ["spec.channels.foo"]

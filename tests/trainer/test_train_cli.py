@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from services import train_cli
 from services.cli import app
 from tests.serving import free_port
 from trainer import DEFAULT_PROMPTS, DEFAULT_SPEC, TrainConfig, load_prompts
+from trainer import cli as train_cli
 from trainer.callbacks import format_step_line
 from trainer.data import PromptFileError, as_rows
 from trainer.metering import MeteredReward

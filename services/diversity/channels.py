@@ -1,0 +1,43 @@
+"""The diversity service's reward channel: how far each completion lies from the group's."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
+from services.core.validation import build_request, need_two
+from services.diversity.schemas import DiversityRequest, MetricName, ScalingName
+from services.diversity.service import DiversityService
+
+
+class DiversitySpec(ChannelSpec):
+    """Group diversity (``DiversityService.score_group``): value = the unweighted reward."""
+
+    needs_group = True
+
+    metric: MetricName = "centroid"
+    scaling: ScalingName = "minmax"
+    min_range: float = Field(default=1e-6, ge=0, le=2)
+
+
+def diversity_channels(diversity: DiversityService) -> list[Channel]:
+    """The ``diversity`` channel, run by ``diversity``."""
+
+    async def run(spec: DiversitySpec, group: GroupInput) -> ChannelOutcome:
+        need_two("diversity", group.completions)
+        request = build_request(
+            DiversityRequest, completions=group.completions, **spec.model_dump(exclude={"weight"})
+        )
+        response = await diversity.score_group(request)
+        return ChannelOutcome(
+            values=[r.reward for r in response.results],
+            statuses=[r.status for r in response.results],
+            meta={
+                "embedder": response.embedder,
+                "metric": response.metric,
+                "scaling": response.scaling,
+            },
+            details=[{"distance": r.distance} for r in response.results],
+        )
+
+    return [Channel("diversity", DiversitySpec, run, "embedding dispersion within the group")]

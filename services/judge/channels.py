@@ -1,0 +1,132 @@
+"""The judge's reward channels: ``judge_pairwise`` (a tournament) and ``judge_scale`` (1..K)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from judges.templates import TemplateNotFoundError, load_template
+from services.core.channels import (
+    Channel,
+    ChannelOptionError,
+    ChannelOutcome,
+    ChannelSpec,
+    GroupInput,
+)
+from services.core.validation import build_request, need_two
+from services.judge.schemas import GroupRequest, Mode, ScaleRequest
+from services.judge.service import DEFAULT_TEMPLATES, JudgeService
+
+
+class JudgePairwiseSpec(ChannelSpec):
+    """Pairwise judge tournament (``JudgeService.group``): value = the completion's reward."""
+
+    needs_group = True
+
+    pairing: Literal["adjacent", "round_robin"] = "adjacent"
+    budget: int | None = Field(default=None, ge=1, description="round_robin: random pairs")
+    scoring: Literal["pprgde", "win_rate", "bradley_terry"] = "pprgde"
+    mode: Mode = "logprob"
+    swap: bool = True
+    template: str | None = None
+    criteria: str | None = Field(default=None, max_length=4000)
+    length_discount: bool = False
+
+    def value_range(self) -> tuple[float, float] | None:
+        # PPR-GDE rewards lie in [-1, 1], win rates in [0, 1]; Bradley-Terry log-strengths are
+        # unbounded.
+        if self.scoring == "bradley_terry":
+            return None
+        return (-1.0, 1.0) if self.scoring == "pprgde" else (0.0, 1.0)
+
+    def resolved(self) -> JudgePairwiseSpec:
+        kind = "choice" if self.mode == "logprob" else "generate"
+        return self.model_copy(
+            update={"template": _pinned(self.template or DEFAULT_TEMPLATES[self.mode], kind)}
+        )
+
+
+class JudgeScaleSpec(ChannelSpec):
+    """Pointwise 1..K grade (``JudgeService.scale``): value = the expected grade."""
+
+    k: int = Field(default=10, ge=2, le=100)
+    criteria: str | None = Field(default=None, max_length=4000)
+    template: str | None = None
+
+    def value_range(self) -> tuple[float, float] | None:
+        return (1.0, float(self.k))
+
+    def resolved(self) -> JudgeScaleSpec:
+        return self.model_copy(update={"template": _pinned(self.template or "scale@1", "choice")})
+
+
+def _pinned(ref: str, kind: str) -> str:
+    """A template name pinned to its version (``scale`` -> ``scale@1``), of the right kind."""
+    try:
+        template = load_template(ref)
+    except TemplateNotFoundError as exc:
+        raise ChannelOptionError("template", str(exc.args[0])) from None
+    if template.kind != kind:
+        raise ChannelOptionError(
+            "template",
+            f"template {template.ref} is a {template.kind} template; this channel needs a "
+            f"{kind} one",
+        )
+    return template.ref
+
+
+def judge_channels(judge: JudgeService) -> list[Channel]:
+    """The judge's channels, run by ``judge``."""
+
+    async def pairwise(spec: JudgePairwiseSpec, group: GroupInput) -> ChannelOutcome:
+        need_two("judge_pairwise", group.completions)
+        lengths = None if group.token_counts is None else [float(n) for n in group.token_counts]
+        request = build_request(
+            GroupRequest,
+            prompt=group.prompt,
+            completions=group.completions,
+            finish_reasons=group.finish_reasons,
+            lengths=lengths,
+            **spec.model_dump(exclude={"weight"}),
+        )
+        response = await judge.group(request)
+        meta = {
+            **response.judge.model_dump(),
+            "scoring": response.scoring,
+            "pairing": response.pairing,
+            "inconsistency_rate": response.inconsistency_rate,
+        }
+        return ChannelOutcome(
+            values=[r.reward for r in response.results],
+            statuses=[r.status for r in response.results],
+            meta=meta,
+            details=[{"tie": r.tie, "pairs": r.pairs} for r in response.results],
+        )
+
+    async def scale(spec: JudgeScaleSpec, group: GroupInput) -> ChannelOutcome:
+        request = build_request(
+            ScaleRequest,
+            prompt=group.prompt,
+            completions=group.completions,
+            **spec.model_dump(exclude={"weight"}),
+        )
+        response = await judge.scale(request)
+        return ChannelOutcome(
+            values=[r.expected for r in response.results],
+            statuses=[r.status for r in response.results],
+            meta={**response.judge.model_dump(), "k": response.k},
+            details=[{"mode": r.mode, "distribution": r.distribution} for r in response.results],
+            errors=[r.error for r in response.results],
+            levels=[r.mode for r in response.results],
+        )
+
+    return [
+        Channel(
+            "judge_pairwise",
+            JudgePairwiseSpec,
+            pairwise,
+            "pairwise judge tournament over the group, asked in both orders",
+        ),
+        Channel("judge_scale", JudgeScaleSpec, scale, "pointwise 1..K grade (expected value)"),
+    ]
