@@ -307,31 +307,44 @@ class Endpoints(Generic[R]):
         self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
     ) -> R:
         """The reward groups scored for ``run_id`` (``rewards_group`` calls that carried it),
-        oldest first, each with its spec hash; follow ``next_offset`` for the next page.
+        oldest first, each with its spec hash: ``run_groups(run_id, service="rewards")``.
 
         ::
 
             page = client.reward_runs("run-7", step=3)
-            [g["result"]["spec_hash"] for g in page["groups"]], page["next_offset"]
+            [g["result"]["spec_hash"] for g in page["items"]], page["total"]
         """
-        params = body({"step": step, "limit": limit, "offset": offset}, {})
-        path = f"/v1/rewards/runs/{quote(run_id, safe='')}/groups"
-        return self._call(Call("GET", path, params=params))
+        return self.run_groups(run_id, step=step, service="rewards", limit=limit, offset=offset)
 
     def run_groups(
-        self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
+        self,
+        run_id: str,
+        *,
+        step: int | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
     ) -> R:
-        """The groups scored for ``run_id`` (requests that carried it), oldest first; follow
-        ``next_offset`` for the next page.
+        """The groups scored for ``run_id`` (requests that carried it), oldest first, one page
+        (``items``, ``limit``, ``offset``, ``total``); ``service`` keeps one service's groups.
 
         ::
 
             page = client.run_groups("run-7", step=3)
-            [g["group_id"] for g in page["groups"]], page["next_offset"]
+            [g["group_id"] for g in page["items"]], page["total"]
         """
-        params = body({"step": step, "limit": limit, "offset": offset}, {})
+        params = body({"step": step, "service": service, "limit": limit, "offset": offset}, {})
         path = f"/v1/runs/{quote(run_id, safe='')}/groups"
         return self._call(Call("GET", path, params=params))
+
+    def runs(self, *, limit: int = 100, offset: int = 0) -> R:
+        """The runs this key stored groups for (an admin key: every run), most recent first.
+
+        ::
+
+            client.runs()["items"][0]  # {"run_id", "groups", "first_step", "last_step", ...}
+        """
+        return self._call(Call("GET", "/v1/runs", params={"limit": limit, "offset": offset}))
 
     def health(self) -> R:
         """Liveness: ``{"status": "ok"}`` while the process answers."""

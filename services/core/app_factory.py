@@ -20,6 +20,7 @@ from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
 from services.core.resources import open_resources
 from services.core.settings import Settings
+from services.runs.app import component as runs_component
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ def build_app(
     built from settings; unnamed ones reach components through ``Resources.extras``.
     """
     metrics = Metrics()
+    # Every app lists its runs: each service that stores groups shares the one listing.
+    components = [*components, runs_component()]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
 
+from services.core.context import OPEN, Principal, principal_var
 from services.core.errors import Forbidden, InvalidInput, Unauthorized
 from services.core.settings import Scope, Settings, is_loopback
 
@@ -28,6 +30,12 @@ def _presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key")
 
 
+def key_owner(key: str) -> str:
+    """A stable, non-secret id of an API key (``key_`` + 16 hex digits of its sha256): what
+    records store as their owner."""
+    return "key_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
     """The scopes of a presented key, or None when the key is unknown."""
     if key is None:
@@ -38,17 +46,32 @@ def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
     return None
 
 
-def require_scope(scope: Scope) -> Callable[[Request], Awaitable[None]]:
-    """A FastAPI dependency that lets a request through only with a key holding ``scope``."""
+def authorize(settings: Settings, key: str | None, allowed: tuple[Scope, ...]) -> Principal:
+    """Check ``key`` against the configured keys and record the caller for tenant checks.
+
+    Raises ``Unauthorized`` (401) for a missing or unknown key and ``Forbidden`` (403) for a key
+    holding none of ``allowed``. Without configured keys everyone is the open tenant.
+    """
+    if not settings.api_keys:
+        principal_var.set(OPEN)
+        return OPEN
+    scopes = scopes_for(settings, key)
+    if key is None or scopes is None:
+        raise Unauthorized("missing or unknown API key (send 'Authorization: Bearer KEY')")
+    if not scopes & set(allowed):
+        names = " or ".join(repr(scope.value) for scope in allowed)
+        raise Forbidden(f"this API key lacks the {names} scope")
+    principal = Principal(owner=key_owner(key), admin=Scope.admin in scopes)
+    principal_var.set(principal)
+    return principal
+
+
+def require_scope(*allowed: Scope) -> Callable[[Request], Awaitable[None]]:
+    """A FastAPI dependency that lets a request through only with a key holding one of
+    ``allowed`` (``require_scope(Scope.reward, Scope.admin)``: either will do), and records the
+    caller for tenant checks."""
 
     async def dependency(request: Request) -> None:
-        settings: Settings = request.app.state.settings
-        if not settings.api_keys:
-            return
-        scopes = scopes_for(settings, _presented_key(request))
-        if scopes is None:
-            raise Unauthorized("missing or unknown API key (send 'Authorization: Bearer KEY')")
-        if scope not in scopes:
-            raise Forbidden(f"this API key lacks the {scope.value!r} scope")
+        authorize(request.app.state.settings, _presented_key(request), allowed)
 
     return dependency

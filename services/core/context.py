@@ -5,9 +5,33 @@ from __future__ import annotations
 import logging
 import uuid
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 REQUEST_ID_HEADER = "X-Request-ID"
 request_id_var: ContextVar[str | None] = ContextVar("plaudit_request_id", default=None)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: ``owner`` identifies the API key without revealing it (None when the
+    server runs without keys); ``admin`` sees every tenant's records."""
+
+    owner: str | None
+    admin: bool
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether a record written by ``owner`` is visible to this caller."""
+        return self.admin or self.owner is None or owner == self.owner
+
+
+#: Without keys everyone is one open tenant.
+OPEN = Principal(owner=None, admin=True)
+principal_var: ContextVar[Principal] = ContextVar("plaudit_principal", default=OPEN)
+
+
+def current_principal() -> Principal:
+    """The caller of the request being served (set by the auth dependency)."""
+    return principal_var.get()
 
 
 def new_request_id() -> str:

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Request, Response
 
-from fastapi import APIRouter, Depends, Query, Request, Response
-
-from services.core.auth import require_scope
-from services.core.deps import ResourcesDep
 from services.core.errors import BackendUnavailable
-from services.core.schemas import ScoredGroupOut, ScoredGroupPage
-from services.core.settings import Scope
 
 router = APIRouter()
 
@@ -38,36 +32,3 @@ async def ready(request: Request) -> dict[str, object]:
 async def metrics(request: Request) -> Response:
     body = request.app.state.metrics.render()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-
-@router.get(
-    "/v1/runs/{run_id:path}/groups",
-    tags=["runs"],
-    dependencies=[Depends(require_scope(Scope.reward))],
-)
-async def run_groups(
-    run_id: str,
-    resources: ResourcesDep,
-    step: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
-) -> ScoredGroupPage:
-    """Every group scored for ``run_id`` (in the order they were scored), for audits."""
-    rows = await resources.scored_groups.list_for_run(
-        run_id, step=step, limit=limit + 1, offset=offset
-    )
-    groups = [
-        ScoredGroupOut(
-            id=r.id,
-            run_id=r.run_id,
-            step=r.step,
-            service=r.service,
-            group_id=r.group_id,
-            request_hash=r.request_hash,
-            result=r.result,
-            created_at=r.created_at.isoformat(),
-        )
-        for r in rows[:limit]
-    ]
-    next_offset = offset + limit if len(rows) > limit else None
-    return ScoredGroupPage(run_id=run_id, groups=groups, next_offset=next_offset)

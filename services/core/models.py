@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Index, Integer, String
+from sqlalchemy import JSON, DateTime, Index, Integer, MetaData, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -13,8 +13,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+#: Constraint names Alembic can find again on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
 class Base(DeclarativeBase):
-    pass
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 class ScoredGroup(Base):
@@ -30,8 +40,14 @@ class ScoredGroup(Base):
     request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    spec_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    spec_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
-    __table_args__ = (Index("ix_scored_groups_run_step", "run_id", "step"),)
+    __table_args__ = (
+        Index("ix_scored_groups_run_step", "run_id", "step"),
+        Index("ix_scored_groups_owner_run", "owner", "run_id"),
+    )
 
 
 class IdempotencyRecord(Base):

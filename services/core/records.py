@@ -6,12 +6,15 @@ import hashlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import desc, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from services.core.context import current_principal
 from services.core.errors import Conflict
 from services.core.models import IdempotencyRecord, ScoredGroup
 
@@ -22,8 +25,25 @@ def content_hash(payload: Any) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class RunRow:
+    """One run as the runs listing sums it up."""
+
+    run_id: str
+    groups: int
+    first_step: int | None
+    last_step: int | None
+    first_at: datetime
+    last_at: datetime
+    services: list[str]
+
+
 class ScoredGroupRepository:
-    """Stores every scored group that carries a ``run_id``, and lists them per run."""
+    """Stores every scored group that carries a ``run_id``, and lists them per run.
+
+    A row records the key that wrote it (``owner``); the caller of a listing sees only its own
+    rows unless it is an admin (or the server runs without keys).
+    """
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
@@ -34,8 +54,12 @@ class ScoredGroupRepository:
         run_id: str,
         step: int | None,
         groups: Sequence[tuple[str | None, str, dict[str, Any]]],
+        *,
+        spec_name: str | None = None,
+        spec_version: int | None = None,
     ) -> list[str]:
         """Store ``(group_id, request_hash, result)`` rows; returns their new ids."""
+        owner = current_principal().owner
         rows = [
             ScoredGroup(
                 id=uuid.uuid4().hex,
@@ -45,6 +69,9 @@ class ScoredGroupRepository:
                 group_id=group_id,
                 request_hash=request_hash,
                 result=result,
+                owner=owner,
+                spec_name=spec_name,
+                spec_version=spec_version,
             )
             for group_id, request_hash, result in groups
         ]
@@ -53,14 +80,88 @@ class ScoredGroupRepository:
         return [row.id for row in rows]
 
     async def list_for_run(
-        self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
-    ) -> list[ScoredGroup]:
-        query = select(ScoredGroup).where(ScoredGroup.run_id == run_id)
+        self,
+        run_id: str,
+        *,
+        step: int | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[ScoredGroup], int]:
+        """One page of the run's groups in scoring order, and how many there are in all."""
+        where = [ScoredGroup.run_id == run_id, *_visible()]
         if step is not None:
-            query = query.where(ScoredGroup.step == step)
-        query = query.order_by(ScoredGroup.created_at, ScoredGroup.id).limit(limit).offset(offset)
+            where.append(ScoredGroup.step == step)
+        if service is not None:
+            where.append(ScoredGroup.service == service)
+        query = select(ScoredGroup).where(*where).order_by(ScoredGroup.created_at, ScoredGroup.id)
         async with self._sessions() as session:
-            return list((await session.scalars(query)).all())
+            total = await session.scalar(
+                select(func.count()).select_from(ScoredGroup).where(*where)
+            )
+            rows = list((await session.scalars(query.limit(limit).offset(offset))).all())
+        return rows, int(total or 0)
+
+    async def runs(self, *, limit: int = 100, offset: int = 0) -> tuple[list[RunRow], int]:
+        """The runs the caller may see, most recently active first, and how many in all."""
+        where = _visible()
+        summary = (
+            select(
+                ScoredGroup.run_id,
+                func.count().label("groups"),
+                func.min(ScoredGroup.step),
+                func.max(ScoredGroup.step),
+                func.min(ScoredGroup.created_at),
+                func.max(ScoredGroup.created_at).label("last_at"),
+            )
+            .where(*where)
+            .group_by(ScoredGroup.run_id)
+        )
+        count = select(func.count(func.distinct(ScoredGroup.run_id))).where(*where)
+        page = summary.order_by(desc("last_at"), ScoredGroup.run_id).limit(limit).offset(offset)
+        async with self._sessions() as session:
+            total = int(await session.scalar(count) or 0)
+            found = (await session.execute(page)).all()
+            services = await self._services(session, [r[0] for r in found])
+        rows = [
+            RunRow(r[0], r[1], r[2], r[3], r[4], r[5], sorted(services.get(r[0], set())))
+            for r in found
+        ]
+        return rows, total
+
+    async def run_specs(self, run_id: str) -> list[dict[str, Any]]:
+        """The reward specs a run was scored with: hash, and name@version when named."""
+        query = select(ScoredGroup.result, ScoredGroup.spec_name, ScoredGroup.spec_version).where(
+            ScoredGroup.run_id == run_id, ScoredGroup.service == "rewards", *_visible()
+        )
+        seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+        async with self._sessions() as session:
+            for result, name, version in (await session.execute(query)).all():
+                spec_hash = result.get("spec_hash") if isinstance(result, dict) else None
+                key = (spec_hash, name, version)
+                seen.setdefault(key, {"hash": spec_hash, "name": name, "version": version})
+        return list(seen.values())
+
+    async def _services(self, session: AsyncSession, run_ids: list[str]) -> dict[str, set[str]]:
+        if not run_ids:
+            return {}
+        query = (
+            select(ScoredGroup.run_id, ScoredGroup.service)
+            .where(ScoredGroup.run_id.in_(run_ids), *_visible())
+            .distinct()
+        )
+        out: dict[str, set[str]] = {}
+        for run_id, service in (await session.execute(query)).all():
+            out.setdefault(run_id, set()).add(service)
+        return out
+
+
+def _visible() -> list[Any]:
+    """The filter that keeps other tenants' rows out of a non-admin caller's listings."""
+    principal = current_principal()
+    if principal.admin or principal.owner is None:
+        return []
+    return [ScoredGroup.owner == principal.owner]
 
 
 class IdempotencyStore:

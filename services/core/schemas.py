@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -69,9 +69,23 @@ class ScoredGroupOut(BaseModel):
     request_hash: str
     result: dict[str, Any]
     created_at: str
+    spec_name: str | None = None
+    spec_version: int | None = None
 
 
 class ScoredGroupPage(BaseModel):
     run_id: str
     groups: list[ScoredGroupOut]
     next_offset: int | None
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a listing: every list in Plaudit answers this shape."""
+
+    items: list[T]
+    limit: int
+    offset: int
+    total: int

@@ -13,9 +13,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from services.core.auth import require_scope, scopes_for
+from services.core.auth import authorize, require_scope, scopes_for
 from services.core.deps import service_of
-from services.core.errors import Forbidden, Unauthorized
+from services.core.errors import Unauthorized
 from services.core.settings import Scope, Settings
 from services.protocols.schemas import (
     FailurePolicy,
@@ -36,17 +36,13 @@ async def require_trainer_key(request: Request) -> None:
     in the URL into Basic auth: ``http://plaudit:KEY@host:8000/get_reward`` (or ``KEY@host``).
     """
     settings: Settings = request.app.state.settings
-    if not settings.api_keys:
-        return
     key = _basic_key(request)
     if key is None:
         await _reward_scope(request)
         return
-    scopes = scopes_for(settings, key)
-    if scopes is None:
+    if settings.api_keys and scopes_for(settings, key) is None:
         raise Unauthorized("unknown API key in the URL's credentials")
-    if Scope.reward not in scopes:
-        raise Forbidden("this API key lacks the 'reward' scope")
+    authorize(settings, key, (Scope.reward,))
 
 
 def _basic_key(request: Request) -> str | None:

@@ -59,7 +59,7 @@ async def channels(service: Service) -> dict[str, dict[str, Any]]:
     return service.describe_channels()
 
 
-@router.get("/runs/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
+@router.get("/runs/{run_id:path}/groups", deprecated=True)  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
     run_id: str,
     service: Service,
@@ -67,7 +67,7 @@ async def run_groups(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ScoredGroupPage:
-    """The reward groups scored for ``run_id``, in scoring order, each with its spec hash."""
+    """Deprecated: ``GET /v1/runs/{run_id}/groups?service=rewards`` replaces it."""
     return await service.list_groups(run_id, step=step, limit=limit, offset=offset)
 
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
-from services.core.models import ScoredGroup
 from services.core.records import ScoredGroupRepository
-from services.core.schemas import ScoredGroupOut, ScoredGroupPage
+from services.core.schemas import ScoredGroupPage
+from services.runs.service import group_out
 
 SERVICE = "rewards"
 
@@ -29,28 +27,12 @@ class RewardGroups(ScoredGroupRepository):
     async def page(
         self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
     ) -> ScoredGroupPage:
-        """One page in scoring order, shaped like ``GET /v1/runs/{run_id}/groups``."""
-        query = select(ScoredGroup).where(
-            ScoredGroup.run_id == run_id, ScoredGroup.service == SERVICE
+        """One page in scoring order (the older shape of the deprecated
+        ``/v1/rewards/runs/{run_id}/groups``; ``GET /v1/runs/{run_id}/groups`` replaces it)."""
+        rows, total = await self.list_for_run(
+            run_id, step=step, service=SERVICE, limit=limit, offset=offset
         )
-        if step is not None:
-            query = query.where(ScoredGroup.step == step)
-        query = query.order_by(ScoredGroup.created_at, ScoredGroup.id)
-        async with self._sessions() as session:
-            rows = list((await session.scalars(query.limit(limit + 1).offset(offset))).all())
-        groups = [_out(row) for row in rows[:limit]]
-        next_offset = offset + limit if len(rows) > limit else None
-        return ScoredGroupPage(run_id=run_id, groups=groups, next_offset=next_offset)
-
-
-def _out(row: ScoredGroup) -> ScoredGroupOut:
-    return ScoredGroupOut(
-        id=row.id,
-        run_id=row.run_id,
-        step=row.step,
-        service=row.service,
-        group_id=row.group_id,
-        request_hash=row.request_hash,
-        result=row.result,
-        created_at=row.created_at.isoformat(),
-    )
+        next_offset = offset + limit if offset + limit < total else None
+        return ScoredGroupPage(
+            run_id=run_id, groups=[group_out(r) for r in rows], next_offset=next_offset
+        )

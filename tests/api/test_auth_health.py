@@ -88,3 +88,32 @@ async def test_an_unexpected_crash_is_a_500_envelope_without_traceback(
             error = assert_envelope(response, 500)
             assert error["type"] == "internal_error"
             assert "secret" not in response.text
+
+
+async def test_runs_belong_to_the_key_that_wrote_them(
+    settings: Settings, embedder: Embedder, tmp_path: Path
+) -> None:
+    keys = {"key-alice-0123456789": ["reward"], "key-bob-0123456789ab": ["reward"]}
+    keys["key-ops-0123456789abc"] = ["admin"]
+    app = create_app(settings.with_overrides(api_keys=keys), embedder=embedder)
+    alice, bob, ops = ({"Authorization": f"Bearer {k}"} for k in keys)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://t") as client,
+    ):
+        for who, run in ((alice, "run-a"), (bob, "run-b")):
+            body = {**ADV, "run_id": run, "step": 1}
+            assert (await client.post("/v1/ordinal/advantages", json=body, headers=who)).is_success
+
+        async def runs(who: dict[str, str]) -> list[str]:
+            page = (await client.get("/v1/runs", headers=who)).json()
+            return sorted(r["run_id"] for r in page["items"])
+
+        assert await runs(alice) == ["run-a"]
+        assert await runs(bob) == ["run-b"]
+        assert await runs(ops) == ["run-a", "run-b"]
+        stolen = await client.get("/v1/runs/run-a/groups", headers=bob)
+        assert stolen.json()["items"] == [] and stolen.json()["total"] == 0
+        audited = await client.get("/v1/runs/run-a/groups", headers=ops)
+        assert audited.json()["total"] == 1

@@ -18,18 +18,23 @@ async def test_groups_are_listed_per_run(client: httpx.AsyncClient) -> None:
         json={"completions": ["a", "b c"], "run_id": "run-a", "step": 3, "id": "d1"},
     )
     page = (await client.get("/v1/runs/run-a/groups")).json()
-    assert [(g["service"], g["step"]) for g in page["groups"]] == [
+    assert [(g["service"], g["step"]) for g in page["items"]] == [
         ("ordinal", 2),
         ("ordinal", 3),
         ("diversity", 3),
     ]
-    stored = page["groups"][0]["result"]
+    stored = page["items"][0]["result"]
     assert stored["estimator"] == "odrpo" and stored["levels"] == [1, 2, 3]
     step3 = (await client.get("/v1/runs/run-a/groups", params={"step": 3})).json()
-    assert {g["group_id"] for g in step3["groups"]} == {"g1", "d1"}
+    assert {g["group_id"] for g in step3["items"]} == {"g1", "d1"}
     first = (await client.get("/v1/runs/run-a/groups", params={"limit": 2})).json()
-    assert len(first["groups"]) == 2 and first["next_offset"] == 2
-    assert (await client.get("/v1/runs/nobody/groups")).json()["groups"] == []
+    assert len(first["items"]) == 2 and first["total"] == 3 and first["limit"] == 2
+    assert (await client.get("/v1/runs/nobody/groups")).json()["items"] == []
+    listing = (await client.get("/v1/runs")).json()
+    run_a = next(r for r in listing["items"] if r["run_id"] == "run-a")
+    assert (run_a["groups"], run_a["first_step"], run_a["last_step"]) == (3, 2, 3)
+    assert run_a["services"] == ["diversity", "ordinal"]
+    assert listing["total"] == len(listing["items"]) == 2
 
 
 async def test_a_retry_with_the_same_key_is_replayed(client: httpx.AsyncClient) -> None:
@@ -38,7 +43,7 @@ async def test_a_retry_with_the_same_key_is_replayed(client: httpx.AsyncClient) 
     second = await client.post("/v1/ordinal/advantages", json=BODY, headers=headers)
     assert first.status_code == second.status_code == 200
     assert first.json() == second.json()
-    stored = (await client.get("/v1/runs/run-a/groups")).json()["groups"]
+    stored = (await client.get("/v1/runs/run-a/groups")).json()["items"]
     assert len(stored) == 1, "a retried group must not be stored twice"
 
 
@@ -56,11 +61,11 @@ async def test_diversity_retries_are_replayed(client: httpx.AsyncClient) -> None
     a = await client.post("/v1/diversity/group", json=body, headers=headers)
     b = await client.post("/v1/diversity/group", json=body, headers=headers)
     assert a.json() == b.json()
-    assert len((await client.get("/v1/runs/run-d/groups")).json()["groups"]) == 1
+    assert len((await client.get("/v1/runs/run-d/groups")).json()["items"]) == 1
 
 
 async def test_a_run_id_with_a_slash_can_be_listed(client: httpx.AsyncClient) -> None:
     await client.post("/v1/ordinal/advantages", json={**BODY, "run_id": "team/run-7"})
     for path in ("/v1/runs/team/run-7/groups", "/v1/runs/team%2Frun-7/groups"):
         page = (await client.get(path)).json()
-        assert [g["run_id"] for g in page["groups"]] == ["team/run-7"], path
+        assert [g["run_id"] for g in page["items"]] == ["team/run-7"], path

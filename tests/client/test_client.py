@@ -138,10 +138,10 @@ def test_retry_after_a_lost_answer_is_replayed_not_rescored(live_server: LiveSer
     assert audit_key is None  # a GET carries no Idempotency-Key
     assert first_key is not None
     assert first_key == second_key
-    assert len(page["groups"]) == 1  # the server scored and stored it on the first attempt
-    stored = page["groups"][0]
+    assert len(page["items"]) == 1  # the server scored and stored it on the first attempt
+    stored = page["items"][0]
     assert stored["result"]["advantages"] == out["groups"][0]["advantages"]
-    assert page["next_offset"] is None
+    assert page["total"] == 1
 
 
 def test_same_key_replays_and_a_new_key_rescores(live_server: LiveServer) -> None:
@@ -151,9 +151,9 @@ def test_same_key_replays_and_a_new_key_rescores(live_server: LiveServer) -> Non
         first = client.ordinal_advantages([[1, 3]], k=3, run_id=run_id, idempotency_key=key)
         again = client.ordinal_advantages([[1, 3]], k=3, run_id=run_id, idempotency_key=key)
         assert again == first
-        assert len(client.run_groups(run_id)["groups"]) == 1
+        assert len(client.run_groups(run_id)["items"]) == 1
         client.ordinal_advantages([[1, 3]], k=3, run_id=run_id)  # a fresh key per call
-        assert len(client.run_groups(run_id)["groups"]) == 2
+        assert len(client.run_groups(run_id)["items"]) == 2
         with pytest.raises(Conflict) as caught:
             client.ordinal_advantages([[3, 1]], k=3, run_id=run_id, idempotency_key=key)
     assert caught.value.param == "Idempotency-Key"
@@ -168,7 +168,7 @@ async def test_async_same_key_replays(live_server: LiveServer) -> None:
         ]
         page = await client.run_groups(run_id)
     assert answers[0] == answers[1]
-    assert len(page["groups"]) == 1
+    assert len(page["items"]) == 1
 
 
 def test_run_groups_filters_and_pages(live_server: LiveServer) -> None:
@@ -181,12 +181,11 @@ def test_run_groups_filters_and_pages(live_server: LiveServer) -> None:
         step_one = client.run_groups(run_id, step=1)
         first_page = client.run_groups(run_id, limit=2)
         last_page = client.run_groups(run_id, limit=2, offset=2)
-    assert [g["group_id"] for g in step_one["groups"]] == ["s1", "s2"]
-    assert [g["group_id"] for g in first_page["groups"]] == ["s0", "s1"]
-    assert first_page["next_offset"] == 2
-    assert [g["group_id"] for g in last_page["groups"]] == ["s2"]
-    assert last_page["next_offset"] is None
-    assert step_one["run_id"] == run_id
+    assert [g["group_id"] for g in step_one["items"]] == ["s1", "s2"]
+    assert [g["group_id"] for g in first_page["items"]] == ["s0", "s1"]
+    assert first_page["total"] == 3
+    assert [g["group_id"] for g in last_page["items"]] == ["s2"]
+    assert all(g["run_id"] == run_id for g in step_one["items"])
 
 
 def test_auth_errors(live_server: LiveServer) -> None:
@@ -197,7 +196,7 @@ def test_auth_errors(live_server: LiveServer) -> None:
             anonymous.ordinal_decompose([1, 2], k=2)
     admin = PlauditClient(live_server.url, api_key=live_server.admin_only_key)
     with admin, pytest.raises(PermissionDenied) as denied:
-        admin.run_groups("any")
+        admin.ordinal_decompose([1, 2], k=2)
     assert missing.value.status_code == 401
     assert missing.value.request_id is not None
     assert denied.value.error_type == "forbidden"

@@ -45,9 +45,9 @@ def test_openrlhf_group_of_8_single_sample_requests_over_tcp(live_all_server: Li
     diversity = [a["extra_logs"]["plaudit_diversity"][0] for a in answers]
     assert min(diversity) == pytest.approx(0.0) and max(diversity) == pytest.approx(1.0)
     stored = httpx.get(
-        f"{live_all_server.url}/v1/rewards/runs/orlhf-tcp/groups",
+        f"{live_all_server.url}/v1/runs/orlhf-tcp/groups",
         headers={"Authorization": f"Bearer {live_all_server.reward_key}"},
-    ).json()["groups"]
+    ).json()["items"]
     assert len(stored) == 1, "the eight requests were scored as one group"
     texts = [r["id"] for r in stored[0]["result"]["results"]]
     assert len(texts) == 8

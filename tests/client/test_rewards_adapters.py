@@ -112,10 +112,10 @@ def test_rewards_group_validate_and_runs(live_all_server: LiveServer) -> None:
     assert valid["valid"] is True and valid["spec"]["channels"]["judge_scale"]["k"] == 5
     assert valid["spec_hash"]
     assert invalid["valid"] is False and invalid["errors"][0]["param"] == "spec.channels.nope"
-    assert [g["step"] for g in step_three["groups"]] == [3]
-    assert step_three["groups"][0]["result"]["spec_hash"] == out["spec_hash"]
-    assert first["next_offset"] == 1 and rest["next_offset"] is None
-    assert [g["step"] for g in first["groups"] + rest["groups"]] == [3, 4]
+    assert [g["step"] for g in step_three["items"]] == [3]
+    assert step_three["items"][0]["result"]["spec_hash"] == out["spec_hash"]
+    assert first["total"] == rest["total"] == 2
+    assert [g["step"] for g in first["items"] + rest["items"]] == [3, 4]
     assert caught.value.param == "spec.channels.nope"
 
 
@@ -131,7 +131,7 @@ async def test_async_rewards_methods(live_all_server: LiveServer) -> None:
         page = await client.reward_runs(run_id)
     assert [len(o["results"]) for o in outs] == [2, 2]
     assert valid["valid"] is True
-    assert sorted(g["step"] for g in page["groups"]) == [0, 1]
+    assert sorted(g["step"] for g in page["items"]) == [0, 1]
 
 
 # --- TRL ---------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_trl_standard_completions_one_request_per_group(live_all_server: LiveSer
     assert reward.__name__ == "plaudit"
     assert len(rewards) == 6 and all(isinstance(r, float) for r in rewards)
     with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
-        stored = client.reward_runs(run_id)["groups"]
+        stored = client.reward_runs(run_id)["items"]
     assert [g["step"] for g in stored] == [5, 5]  # one request per prompt, tagged with the step
     stored_totals = {
         tuple(r["total"] for r in g["result"]["results"]) for g in stored
@@ -303,7 +303,7 @@ def test_verl_compute_score_loaded_by_path(
     monkeypatch.setenv("PLAUDIT_PROMPT_KEY", "query")
     assert verl.compute_score("gsm8k", "4", "4", {"query": "2+2?"})["score"] >= 1.0
     with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
-        stored = client.reward_runs(run_id)["groups"]
+        stored = client.reward_runs(run_id)["items"]
     assert len(stored) == 3  # every request that reached the server, the failed one too
     # A group of one whose only completion fails: the judge service answers 503 (nothing could
     # be judged), which the client raises once its retries are spent.

@@ -258,7 +258,7 @@ async def test_judged_groups_are_stored_for_the_run(judge_client: httpx.AsyncCli
     body = {"prompt": "Q", "completions": ["GOOD", "b"], "run_id": "judge-run", "step": 1}
     await judge_client.post("/v1/judge/group", json=body)
     await judge_client.post("/v1/judge/scale", json={**body, "completions": ["GOOD"]})
-    stored = (await judge_client.get("/v1/runs/judge-run/groups")).json()["groups"]
+    stored = (await judge_client.get("/v1/runs/judge-run/groups")).json()["items"]
     assert [g["service"] for g in stored] == ["judge.group", "judge.scale"]
     assert stored[0]["result"]["rewards"] == [1.0, -1.0]
 

@@ -42,5 +42,5 @@ async def test_diversity_and_judge_scale_on_the_real_models(client: httpx.AsyncC
         assert "MiniLM" in div["meta"]["embedder"]
     assert sum(r["advantage"] for r in data["results"]) == pytest.approx(0.0, abs=1e-6)
     assert data["stats"]["ok"] == 4 and data["stats"]["std"] > 0
-    stored = (await client.get("/v1/rewards/runs/real-run/groups")).json()["groups"]
+    stored = (await client.get("/v1/runs/real-run/groups")).json()["items"]
     assert [g["result"]["spec_hash"] for g in stored] == [data["spec_hash"]]

@@ -196,7 +196,7 @@ async def test_groups_are_stored_and_listed_per_run(rewards_client: httpx.AsyncC
     assert [g["step"] for g in step2["groups"]] == [2]
     one = (await rewards_client.get("/v1/rewards/runs/run-r/groups", params={"limit": 1})).json()
     assert len(one["groups"]) == 1 and one["next_offset"] == 1
-    everything = (await rewards_client.get("/v1/runs/run-r/groups")).json()["groups"]
+    everything = (await rewards_client.get("/v1/runs/run-r/groups")).json()["items"]
     assert {g["service"] for g in everything} == {"rewards", "ordinal"}
     assert (await rewards_client.get("/v1/rewards/runs/nobody/groups")).json()["groups"] == []
 

@@ -62,7 +62,7 @@ def _assert_weights_changed(initial: dict[str, torch.Tensor], model: torch.nn.Mo
 def _assert_rewards_came_from_the_server(server: str, run_id: str, result: TrainResult) -> None:
     calls, history = result.reward.calls, result.history
     with PlauditClient(server) as client:
-        stored = client.reward_runs(run_id)["groups"]
+        stored = client.reward_runs(run_id)["items"]
     # One group per step, stored once per group (the server saw every reward request).
     assert len(calls) == STEPS and len(stored) == STEPS
     assert [g["step"] for g in stored] == list(range(STEPS))

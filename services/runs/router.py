@@ -1,0 +1,51 @@
+"""HTTP routes of the runs listing: thin handlers over RunsService."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from services.core.auth import require_scope
+from services.core.deps import service_of
+from services.core.schemas import Page, ScoredGroupOut
+from services.core.settings import Scope
+from services.runs.schemas import RunSummary
+from services.runs.service import RunsService
+
+router = APIRouter(
+    prefix="/v1/runs",
+    tags=["runs"],
+    dependencies=[Depends(require_scope(Scope.reward, Scope.admin))],
+)
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
+
+
+def _service(request: Request) -> RunsService:
+    return service_of(request, RunsService)
+
+
+Service = Annotated[RunsService, Depends(_service)]
+
+
+@router.get("")
+async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[RunSummary]:
+    """Every run the key may see (its own; an admin key sees all), most recently active first."""
+    return await service.runs(limit=limit, offset=offset)
+
+
+@router.get("/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
+async def run_groups(
+    run_id: str,
+    service: Service,
+    step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+    kind: Annotated[
+        str | None, Query(alias="service", description="only this service's groups")
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[ScoredGroupOut]:
+    """The groups stored for ``run_id`` in scoring order, for audits."""
+    return await service.groups(run_id, step=step, service=kind, limit=limit, offset=offset)

@@ -1,0 +1,65 @@
+"""The runs listing: every run that stored scored groups, and each run's groups."""
+
+from __future__ import annotations
+
+from services.core.models import ScoredGroup
+from services.core.records import ScoredGroupRepository
+from services.core.schemas import Page, ScoredGroupOut
+from services.runs.schemas import RunSummary, SpecUse
+
+
+class RunsService:
+    """Reads the scored-groups table per run; a caller sees its own runs (an admin, all).
+
+    Example: ``page = await RunsService(repository).runs(limit=10)``.
+    """
+
+    def __init__(self, groups: ScoredGroupRepository) -> None:
+        self._groups = groups
+
+    async def runs(self, *, limit: int, offset: int) -> Page[RunSummary]:
+        rows, total = await self._groups.runs(limit=limit, offset=offset)
+        items = [
+            RunSummary(
+                run_id=row.run_id,
+                groups=row.groups,
+                first_step=row.first_step,
+                last_step=row.last_step,
+                first_at=row.first_at.isoformat(),
+                last_at=row.last_at.isoformat(),
+                services=row.services,
+                specs=[SpecUse(**use) for use in await self._groups.run_specs(row.run_id)],
+            )
+            for row in rows
+        ]
+        return Page(items=items, limit=limit, offset=offset, total=total)
+
+    async def groups(
+        self,
+        run_id: str,
+        *,
+        step: int | None,
+        service: str | None,
+        limit: int,
+        offset: int,
+    ) -> Page[ScoredGroupOut]:
+        rows, total = await self._groups.list_for_run(
+            run_id, step=step, service=service, limit=limit, offset=offset
+        )
+        return Page(items=[group_out(r) for r in rows], limit=limit, offset=offset, total=total)
+
+
+def group_out(row: ScoredGroup) -> ScoredGroupOut:
+    """A stored group in its wire form."""
+    return ScoredGroupOut(
+        id=row.id,
+        run_id=row.run_id,
+        step=row.step,
+        service=row.service,
+        group_id=row.group_id,
+        request_hash=row.request_hash,
+        result=row.result,
+        created_at=row.created_at.isoformat(),
+        spec_name=row.spec_name,
+        spec_version=row.spec_version,
+    )
