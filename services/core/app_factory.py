@@ -57,6 +57,7 @@ def build_app(
         app.state.services = {c.name: c.build(resources) for c in components}
         app.state.resources = resources
         resources.start_loading()
+        resources.start_maintenance()
         try:
             yield
         finally:
