@@ -1,7 +1,7 @@
 """Stored groups record the key that wrote them and the named spec that scored them.
 
 Revision ID: 0005
-Revises: 0001
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0001"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

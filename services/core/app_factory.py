@@ -61,6 +61,7 @@ def build_app(
             resources.services.build(component, resources)
         app.state.resources = resources
         resources.start_loading()
+        resources.start_maintenance()
         try:
             yield
         finally:

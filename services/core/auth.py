@@ -36,6 +36,19 @@ def key_owner(key: str) -> str:
     return "key_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def principal_of(request: Request) -> str | None:
+    """A short, non-secret name for the caller's API key (None when auth is off).
+
+    Idempotency records are scoped with it; it is a sha256 prefix, so the key never lands in
+    the database.
+    """
+    settings: Settings = request.app.state.settings
+    key = _presented_key(request)
+    if not settings.api_keys or key is None:
+        return None
+    return key_owner(key)
+
+
 def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
     """The scopes of a presented key, or None when the key is unknown."""
     if key is None:

@@ -81,3 +81,17 @@ class BackendUnavailable(_RetryableError):
 class UpstreamTimeout(_RetryableError):
     status_code = 504
     error_type = "upstream_timeout"
+
+
+class RequestInProgress(Conflict):
+    """A request with this Idempotency-Key is still being computed (IETF idempotency draft)."""
+
+    error_type = "request_in_progress"
+
+    def __init__(self, message: str, *, param: str | None = None, retry_after: float) -> None:
+        super().__init__(message, param=param)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, round(self.retry_after)))}

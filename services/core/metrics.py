@@ -40,6 +40,13 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.idempotency = Counter(
+            "plaudit_idempotency_total",
+            "Requests with an Idempotency-Key by outcome (computed, replayed, conflict, "
+            "taken_over, in_progress)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.errors = Counter(
             "plaudit_errors_total",
             "Error answers by type",

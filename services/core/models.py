@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Index, Integer, MetaData, String
+from sqlalchemy import JSON, DateTime, Float, Index, Integer, MetaData, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -51,12 +51,22 @@ class ScoredGroup(Base):
 
 
 class IdempotencyRecord(Base):
-    """The answer to a request sent with an Idempotency-Key, replayed on a retry."""
+    """A claimed ``Idempotency-Key``: pending while the first request computes, then its answer.
+
+    ``id`` hashes (principal, endpoint, key), so keys are scoped to the API key and the route.
+    Times are epoch seconds (floats compare the same way on SQLite and Postgres).
+    """
 
     __tablename__ = "idempotency_records"
 
-    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str | None] = mapped_column(String(32), nullable=True)
     endpoint: Mapped[str] = mapped_column(String(200), nullable=False)
+    key: Mapped[str] = mapped_column(String(200), nullable=False)
     request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    response: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    token: Mapped[str] = mapped_column(String(32), nullable=False)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    lease_until: Mapped[float] = mapped_column(Float, nullable=False)
+    expires_at: Mapped[float] = mapped_column(Float, nullable=False, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -5,24 +5,52 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import desc, func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.context import current_principal
-from services.core.errors import Conflict
-from services.core.models import IdempotencyRecord, ScoredGroup
+from services.core.models import ScoredGroup
 
 
 def content_hash(payload: Any) -> str:
     """A stable sha256 of a JSON-serializable payload (sorted keys)."""
     raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@dataclass
+class WriteBuffer:
+    """Rows a request wants stored, held back until its Idempotency-Key answer is stored.
+
+    Written in the same transaction as the answer, so a request either leaves its groups and
+    its replayable answer, or nothing (issue 9: a failed store leaves nothing half-written).
+    """
+
+    rows: list[ScoredGroup] = field(default_factory=list)
+    open: bool = True
+
+
+_buffer: ContextVar[WriteBuffer | None] = ContextVar("plaudit_write_buffer", default=None)
+
+
+@contextmanager
+def buffered_writes() -> Iterator[WriteBuffer]:
+    """Within this block, :meth:`ScoredGroupRepository.add_many` fills the returned buffer."""
+    buffer = WriteBuffer()
+    token = _buffer.set(buffer)
+    try:
+        yield buffer
+    finally:
+        # Closed, not only unset: a task spawned inside the block keeps a copy of the context.
+        buffer.open = False
+        _buffer.reset(token)
 
 
 @dataclass(frozen=True)
@@ -58,7 +86,10 @@ class ScoredGroupRepository:
         spec_name: str | None = None,
         spec_version: int | None = None,
     ) -> list[str]:
-        """Store ``(group_id, request_hash, result)`` rows; returns their new ids."""
+        """Store ``(group_id, request_hash, result)`` rows; returns their new ids.
+
+        Inside :func:`buffered_writes` the rows are held for the caller's transaction instead.
+        """
         owner = current_principal().owner
         rows = [
             ScoredGroup(
@@ -75,6 +106,10 @@ class ScoredGroupRepository:
             )
             for group_id, request_hash, result in groups
         ]
+        buffer = _buffer.get()
+        if buffer is not None and buffer.open:
+            buffer.rows.extend(rows)
+            return [row.id for row in rows]
         async with self._sessions() as session, session.begin():
             session.add_all(rows)
         return [row.id for row in rows]
@@ -162,53 +197,3 @@ def _visible() -> list[Any]:
     if principal.admin or principal.owner is None:
         return []
     return [ScoredGroup.owner == principal.owner]
-
-
-class IdempotencyStore:
-    """Replays the stored answer when a request is retried with the same Idempotency-Key."""
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self._sessions = sessions
-
-    async def get(self, key: str) -> IdempotencyRecord | None:
-        async with self._sessions() as session:
-            return await session.get(IdempotencyRecord, key)
-
-    async def put(
-        self, key: str, endpoint: str, request_hash: str, response: dict[str, Any]
-    ) -> IdempotencyRecord:
-        """Insert the record; when a concurrent retry won the race, return its record."""
-        record = IdempotencyRecord(
-            key=key, endpoint=endpoint, request_hash=request_hash, response=response
-        )
-        try:
-            async with self._sessions() as session, session.begin():
-                session.add(record)
-            return record
-        except IntegrityError:
-            existing = await self.get(key)
-            if existing is None:  # pragma: no cover - vanished between insert and read
-                raise
-            return existing
-
-    async def run(
-        self,
-        key: str | None,
-        endpoint: str,
-        payload: Any,
-        compute: Callable[[], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        """Compute once per key; a retry with the same body gets the same answer."""
-        if key is None:
-            return await compute()
-        request_hash = content_hash({"endpoint": endpoint, "payload": payload})
-        existing = await self.get(key)
-        if existing is None:
-            response = await compute()
-            existing = await self.put(key, endpoint, request_hash, response)
-        if existing.request_hash != request_hash:
-            raise Conflict(
-                "this Idempotency-Key was already used with a different request body",
-                param="Idempotency-Key",
-            )
-        return existing.response

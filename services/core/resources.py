@@ -20,9 +20,10 @@ from services.core.cache import Cache, make_cache
 from services.core.channels import ChannelRegistry
 from services.core.components import ServiceRegistry
 from services.core.embedder import BatchedEmbedder, Embedder
+from services.core.idempotency import IdempotencyStore
 from services.core.jobs import JobQueue, JobRegistry, make_job_queue
 from services.core.metrics import Metrics
-from services.core.records import IdempotencyStore, ScoredGroupRepository
+from services.core.records import ScoredGroupRepository
 from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Resources:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     loaders: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _loading: asyncio.Task[None] | None = None
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start_loading(self) -> None:
         """Load every model in the background, one after the other.
@@ -55,6 +57,10 @@ class Resources:
         half-initialised module, and two loads would only compete for the same cores.
         """
         self._loading = asyncio.create_task(self._load_all())
+
+    def start_maintenance(self) -> None:
+        """Periodic housekeeping: expired idempotency records are deleted."""
+        self._background.append(asyncio.create_task(self.idempotency.purge_forever()))
 
     async def _load_all(self) -> None:
         for load in self.loaders:
@@ -76,6 +82,9 @@ class Resources:
         if self._loading is not None and not self._loading.done():
             self._loading.cancel()
             await asyncio.gather(self._loading, return_exceptions=True)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         for close in reversed(self.closers):
             await close()
         if self.embedder is not None:
@@ -112,7 +121,7 @@ async def open_resources(
         jobs=await make_job_queue(registry, settings.redis_url),
         job_registry=registry,
         scored_groups=ScoredGroupRepository(sessions),
-        idempotency=IdempotencyStore(sessions),
+        idempotency=IdempotencyStore(sessions, settings.idempotency, metrics=metrics),
         extras=dict(extras or {}),
     )
     if needs_embedder:

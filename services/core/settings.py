@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.embedder_settings import EmbedderSettings
+from services.core.reliability_settings import IdempotencySettings
 from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
 from services.ordinal.settings import OrdinalSettings
@@ -82,6 +83,9 @@ class Settings(BaseSettings):
     def _fold_section_fields(cls, data: Any) -> Any:
         """Accept ``judge_backend=...`` (the environment's spelling) for ``judge={"backend"}``."""
         return fold_section_fields(cls, data) if isinstance(data, dict) else data
+
+    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>.
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
 
     @field_validator("log_level")
     @classmethod
