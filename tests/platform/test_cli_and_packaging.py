@@ -149,3 +149,26 @@ def test_ci_fails_instead_of_skipping_when_redis_is_down() -> None:
     )
     assert result.returncode != 0
     assert "unreachable" in result.stdout + result.stderr
+
+
+def _install_commands(*overrides: str) -> list[str]:
+    """What ``make install`` would run on a machine without a virtualenv (dry run)."""
+    out = subprocess.run(
+        ["make", "-n", "-B", "install", "VENV=/nonexistent/venv", *overrides],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [line for line in out.stdout.splitlines() if "pip install" in line]
+
+
+def test_make_install_takes_torch_from_the_cpu_index_first() -> None:
+    commands = _install_commands()
+    torch = [c for c in commands if "torch==" in c]
+    assert torch and commands.index(torch[0]) < commands.index(
+        next(c for c in commands if "-e '.[" in c)
+    ), "torch is pinned before the extras that depend on it"
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in torch[0]
+    cuda = _install_commands("TORCH_INDEX=https://download.pytorch.org/whl/cu128")
+    assert any("--extra-index-url https://download.pytorch.org/whl/cu128" in c for c in cuda)
