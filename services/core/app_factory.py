@@ -18,6 +18,7 @@ from services.core.envelope import install_error_handlers
 from services.core.jobs import JobRegistry
 from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
+from services.core.pages import mount_pages
 from services.core.resources import open_resources
 from services.core.settings import Settings
 from services.runs.app import component as runs_component
@@ -72,6 +73,8 @@ def build_app(
         title=title,
         version=services.__version__,
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
         description="Reward-model and judge services for RL post-training.",
     )
     app.state.metrics = metrics
@@ -80,6 +83,7 @@ def build_app(
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(health.router)
+    mount_pages(app, [c.name for c in components])
     for component in components:
         app.include_router(component.router)
     return app
