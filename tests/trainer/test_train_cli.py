@@ -17,6 +17,7 @@ from tests.serving import free_port
 from trainer import DEFAULT_PROMPTS, DEFAULT_SPEC, TrainConfig, load_prompts
 from trainer import cli as train_cli
 from trainer.callbacks import format_step_line
+from trainer.config import default_train_root
 from trainer.data import PromptFileError, as_rows
 from trainer.metering import MeteredReward
 
@@ -63,7 +64,8 @@ def test_config_refuses_advantages_and_typos() -> None:
         TrainConfig(stpes=3)  # type: ignore[call-arg]
     config = TrainConfig(num_generations=8, groups_per_step=2)
     assert config.batch_size == 16 and config.spec == DEFAULT_SPEC
-    assert config.resolved_output_dir == Path("plaudit-train") / config.run_id
+    assert config.resolved_output_dir == default_train_root() / config.run_id
+    assert Path.cwd() not in config.resolved_output_dir.parents
 
 
 def test_cli_options_reach_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
