@@ -76,10 +76,12 @@ class _ClientBase:
         self.last_request_id = response.headers.get(REQUEST_ID_HEADER)
         return None if response.is_success else from_response(response)
 
-    def _next_delay(self, call: Call, error: PlauditError, retries_done: int) -> float | None:
-        delay = self._retry.next_delay(error, retries_done, call.max_retries)
+    def _next_delay(
+        self, call: Call, error: PlauditError, retries_done: int, outage_waited: float
+    ) -> float | None:
+        delay = self._retry.next_delay(error, retries_done, call.max_retries, outage_waited)
         if delay is not None:
-            log.info(
+            log.warning(
                 "plaudit %s %s failed (%s); retry %d in %.2fs",
                 call.method,
                 call.path,
@@ -199,7 +201,7 @@ class PlauditClient(_ClientBase, Endpoints[JSONObject]):
 
     def _send(self, call: Call) -> httpx.Response:
         headers = self._call_headers(call)
-        retries = 0
+        retries, outage_waited = 0, 0.0
         while True:
             try:
                 response = self._http.request(
@@ -212,9 +214,11 @@ class PlauditClient(_ClientBase, Endpoints[JSONObject]):
                 if failure is None:
                     return response
                 error = failure
-            delay = self._next_delay(call, error, retries)
+            delay = self._next_delay(call, error, retries, outage_waited)
             if delay is None:
                 raise error
+            if self._retry.is_outage(error):
+                outage_waited += delay
             self._sleep(delay)
             retries += 1
 
@@ -287,7 +291,7 @@ class AsyncPlauditClient(_ClientBase, Endpoints[Awaitable[JSONObject]]):
 
     async def _send(self, call: Call) -> httpx.Response:
         headers = self._call_headers(call)
-        retries = 0
+        retries, outage_waited = 0, 0.0
         while True:
             try:
                 response = await self._http.request(
@@ -300,8 +304,10 @@ class AsyncPlauditClient(_ClientBase, Endpoints[Awaitable[JSONObject]]):
                 if failure is None:
                     return response
                 error = failure
-            delay = self._next_delay(call, error, retries)
+            delay = self._next_delay(call, error, retries, outage_waited)
             if delay is None:
                 raise error
+            if self._retry.is_outage(error):
+                outage_waited += delay
             await self._sleep(delay)
             retries += 1

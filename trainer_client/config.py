@@ -53,6 +53,10 @@ def as_httpx_timeout(timeout: Timeouts | httpx.Timeout | float | None) -> httpx.
     return httpx.Timeout(timeout)
 
 
+#: Answers that mean the server (or a proxy before it) is down or restarting.
+OUTAGE_STATUSES = frozenset({502, 503, 504})
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a failed call is retried: exponential backoff with full jitter.
@@ -62,12 +66,18 @@ class RetryPolicy:
     server's Retry-After. A Retry-After above ``max_retry_after`` is not waited out: the error
     is raised at once, carrying ``retry_after``, for the caller to decide.
     ``max_retries=0`` disables retries.
+
+    A server that is down or restarting (connection refused or dropped, 502/503/504) is retried
+    past ``max_retries`` for as long as the waits add up to at most ``outage_budget`` seconds
+    (default 5 minutes: a restart that reloads models takes one or two), with a log line per
+    wait; then the error is raised. ``outage_budget=0`` keeps to ``max_retries``.
     """
 
     max_retries: int = 3
     backoff: float = 0.5
     max_backoff: float = 8.0
     max_retry_after: float = 60.0
+    outage_budget: float = 300.0
     statuses: frozenset[int] = RETRY_STATUSES
     jitter: Callable[[float, float], float] = field(default=random.uniform, repr=False)
 
@@ -76,6 +86,8 @@ class RetryPolicy:
             raise ValueError("max_retries must be >= 0")
         if self.backoff < 0 or self.max_backoff < 0:
             raise ValueError("backoff and max_backoff must be >= 0")
+        if self.outage_budget < 0:
+            raise ValueError("outage_budget must be >= 0")
 
     def is_retryable(self, error: PlauditError) -> bool:
         """True for timeouts, dropped connections and the retryable statuses."""
@@ -91,11 +103,32 @@ class RetryPolicy:
         wait = self.jitter(0.0, cap)
         return wait if retry_after is None else max(wait, retry_after)
 
-    def next_delay(self, error: PlauditError, retries_done: int, limit: int | None) -> float | None:
-        """The wait before the next attempt, or None when ``error`` should be raised now."""
-        max_retries = self.max_retries if limit is None else limit
-        if retries_done >= max_retries or not self.is_retryable(error):
+    def is_outage(self, error: PlauditError) -> bool:
+        """True when the server looks down or restarting rather than refusing this call."""
+        if isinstance(error, PlauditConnectionError):
+            return not isinstance(error.__cause__, _NOT_RETRIED_TRANSPORT)
+        return error.status_code in OUTAGE_STATUSES
+
+    def next_delay(
+        self,
+        error: PlauditError,
+        retries_done: int,
+        limit: int | None,
+        outage_waited: float = 0.0,
+    ) -> float | None:
+        """The wait before the next attempt, or None when ``error`` should be raised now.
+
+        ``outage_waited``: the seconds already waited on this call for outage errors.
+        """
+        if not self.is_retryable(error):
             return None
         if error.retry_after is not None and error.retry_after > self.max_retry_after:
             return None
-        return self.delay(retries_done, error.retry_after)
+        max_retries = self.max_retries if limit is None else limit
+        if retries_done < max_retries:
+            return self.delay(retries_done, error.retry_after)
+        riding_out = limit is None and self.max_retries > 0 and self.is_outage(error)
+        left = self.outage_budget - outage_waited
+        if not riding_out or left <= 0:
+            return None
+        return min(left, self.delay(min(retries_done, 32), error.retry_after))

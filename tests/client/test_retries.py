@@ -146,7 +146,7 @@ def test_exhausted_retries_raise_the_last_error(standin: Start) -> None:
     script = [unavailable(f"down, attempt {n}") for n in range(1, 4)]
     server = standin(script, then=OK)
     sleeps: list[float] = []
-    client = client_for(server, sleeps, retry=RetryPolicy(max_retries=2))
+    client = client_for(server, sleeps, retry=RetryPolicy(max_retries=2, outage_budget=0))
     with client, pytest.raises(BackendUnavailable) as caught:
         client.ordinal_advantages([[1, 2]], k=2)
     assert len(server.requests) == 3
@@ -175,11 +175,45 @@ def test_unreachable_server_raises_connection_error() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     sleeps: list[float] = []
-    policy = RetryPolicy(max_retries=2)
+    policy = RetryPolicy(max_retries=2, outage_budget=0)
     client = PlauditClient(f"http://127.0.0.1:{port}", retry=policy, sleep=sleeps.append)
     with client, pytest.raises(PlauditConnectionError):
         client.health()
     assert len(sleeps) == 2
+
+
+def test_a_restart_is_ridden_out_within_the_outage_budget(standin: Start) -> None:
+    """Down for ten 503s (a restart reloading models) with max_retries=2: still answered."""
+    server = standin([unavailable("starting") for _ in range(10)], then=OK)
+    sleeps: list[float] = []
+    client = client_for(server, sleeps, retry=RetryPolicy(max_retries=2, outage_budget=300))
+    with client:
+        client.ordinal_advantages([[1, 2]], k=2)
+    assert len(server.requests) == 11 and len(sleeps) == 10
+    assert len(set(keys_of(server))) == 1, "one Idempotency-Key across the whole outage"
+
+
+def test_an_outage_longer_than_the_budget_raises(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sleeps: list[float] = []
+    policy = RetryPolicy(max_retries=2, outage_budget=30, jitter=lambda low, high: high)
+    client = PlauditClient(f"http://127.0.0.1:{port}", retry=policy, sleep=sleeps.append)
+    with client, pytest.raises(PlauditConnectionError):
+        client.health()
+    assert len(sleeps) > 2 and sum(sleeps) == pytest.approx(30)
+    waits = [r for r in caplog.records if "retry" in r.getMessage()]
+    assert len(waits) == len(sleeps), "a log line per wait"
+
+
+def test_an_outage_budget_never_retries_what_is_not_an_outage(standin: Start) -> None:
+    server = standin([overloaded("1") for _ in range(5)], then=OK)
+    sleeps: list[float] = []
+    client = client_for(server, sleeps, retry=RetryPolicy(max_retries=2, outage_budget=300))
+    with client, pytest.raises(Overloaded):
+        client.ordinal_advantages([[1, 2]], k=2)
+    assert len(server.requests) == 3
 
 
 def test_retry_after_beyond_the_limit_is_raised_at_once(standin: Start) -> None:
