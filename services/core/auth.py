@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 
@@ -26,6 +27,25 @@ def _presented_key(request: Request) -> str | None:
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
     return request.headers.get("x-api-key")
+
+
+def key_owner(key: str) -> str:
+    """A stable, non-secret id of an API key (``key_`` + 16 hex digits of its sha256): what
+    records store as their owner."""
+    return "key_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def principal_of(request: Request) -> str | None:
+    """A short, non-secret name for the caller's API key (None when auth is off).
+
+    Idempotency records are scoped with it; it is a sha256 prefix, so the key never lands in
+    the database.
+    """
+    settings: Settings = request.app.state.settings
+    key = _presented_key(request)
+    if not settings.api_keys or key is None:
+        return None
+    return key_owner(key)
 
 
 def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
