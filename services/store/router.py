@@ -31,7 +31,6 @@ router = APIRouter(
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
-VersionQuery = Annotated[int | None, Query(ge=1, le=10**9)]
 
 
 def _service(request: Request) -> ArtifactAdminService:

@@ -43,8 +43,8 @@ async def store_app(settings: Settings) -> AsyncIterator[FastAPI]:
 @pytest.fixture
 def store(store_app: FastAPI) -> ArtifactStore:
     """The store behind the app, to write versions the way a consumer service does."""
-    found: ArtifactStore = store_app.state.services["store"].store
-    return found
+    resources = store_app.state.resources
+    return ArtifactStore(resources.sessions, resources.settings.data_dir)
 
 
 @pytest.fixture
