@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -33,6 +31,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core import store_files
+from services.core import store_rows as rows
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.models import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
 from services.core.store_diff import diff_json
@@ -40,7 +39,6 @@ from services.core.store_models import (
     ArtifactEvent,
     ArtifactInfo,
     ArtifactVersion,
-    PayloadInfo,
     PointerMove,
     SavedVersion,
     VersionDiff,
@@ -59,21 +57,6 @@ def json_hash(value: Any, param: str = "content") -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{param} is not plain JSON: {exc}", param=param) from None
     return hashlib.sha256(raw.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class _Draft:
-    """A write in progress, retried as a whole when another writer wins the race."""
-
-    name: str
-    kind: str
-    content: Any
-    digest: str
-    metadata: dict[str, Any]
-    staged: store_files.StagedPayload | None
-    expected: int | None
-    owner: str | None
-    note: str | None
 
 
 class ArtifactStore:
@@ -110,14 +93,14 @@ class ArtifactStore:
         check_kind(kind)
         if expected_version is not None and expected_version < 0:
             raise InvalidInput("expected_version must be >= 0", param="expected_version")
+        rows.check_author(owner, note)
         meta = dict(metadata or {})
         json_hash(meta, "metadata")
+        digest = json_hash(content)
         staged = None
         if files is not None:
             staged = await asyncio.to_thread(store_files.stage, files, self.root)
-        draft = _Draft(
-            name, kind, content, json_hash(content), meta, staged, expected_version, owner, note
-        )
+        draft = rows.Draft(name, kind, content, digest, meta, staged, expected_version, owner, note)
         try:
             for _ in range(MAX_ATTEMPTS):
                 saved = await self._attempt_put(draft)
@@ -137,7 +120,10 @@ class ArtifactStore:
         owner: str | None = None,
         note: str | None = None,
     ) -> PointerMove:
-        """Make the older version ``to`` current again, and record it (versions stay)."""
+        """Make the older version ``to`` current again, and record it (versions stay).
+
+        Rolling back to the current version moves nothing and records nothing (event None).
+        """
         return await self._move("rollback", name, to, expected_version, owner, note)
 
     async def promote(
@@ -157,7 +143,7 @@ class ArtifactStore:
     async def info(self, name: str) -> ArtifactInfo:
         """The artifact ``name`` (NotFound when unknown)."""
         async with self._sessions() as session:
-            return _info(await _artifact(session, name))
+            return rows.info_out(await _artifact(session, name))
 
     async def get(self, name: str, version: int | None = None) -> ArtifactVersion:
         """Version ``version`` of ``name``, or the current one (NotFound when unknown)."""
@@ -170,7 +156,7 @@ class ArtifactStore:
                     f"{name!r} has no version {number} (versions 1 to {artifact.latest_version})",
                     param="version",
                 )
-            return _version_out(row, artifact.current_version)
+            return rows.version_out(row, artifact.current_version)
 
     async def get_ref(self, ref: str | ArtifactRef, param: str | None = None) -> ArtifactVersion:
         """``name`` or ``name@N``: 422 for a malformed reference, 404 for an unknown one."""
@@ -201,8 +187,8 @@ class ArtifactStore:
         query = select(Artifact).where(*where).order_by(Artifact.name).limit(limit).offset(offset)
         async with self._sessions() as session:
             total = await session.scalar(select(func.count()).select_from(Artifact).where(*where))
-            rows = (await session.scalars(query)).all()
-        return [_info(row) for row in rows], int(total or 0)
+            found = (await session.scalars(query)).all()
+        return [rows.info_out(row) for row in found], int(total or 0)
 
     async def list_versions(
         self, name: str, *, limit: int = 100, offset: int = 0
@@ -217,8 +203,8 @@ class ArtifactStore:
         )
         async with self._sessions() as session:
             artifact = await _artifact(session, name)
-            rows = (await session.scalars(query)).all()
-        items = [VersionInfo(**_version_fields(r, artifact.current_version)) for r in rows]
+            found = (await session.scalars(query)).all()
+        items = [VersionInfo(**rows.version_fields(r, artifact.current_version)) for r in found]
         return items, artifact.latest_version
 
     async def history(
@@ -238,8 +224,8 @@ class ArtifactStore:
             total = await session.scalar(
                 select(func.count()).select_from(ArtifactEventRecord).where(where)
             )
-            rows = (await session.scalars(query)).all()
-        return [_event_out(row) for row in rows], int(total or 0)
+            found = (await session.scalars(query)).all()
+        return [rows.event_out(row) for row in found], int(total or 0)
 
     async def diff(
         self, name: str, from_version: int | None = None, to_version: int | None = None
@@ -258,7 +244,7 @@ class ArtifactStore:
             to_version=new.version,
             identical=old is not None and old.content_hash == new.content_hash,
             metadata=diff_json(old.metadata if old else {}, new.metadata),
-            payload_changed=_payload_hash(old) != _payload_hash(new),
+            payload_changed=rows.payload_hash(old) != rows.payload_hash(new),
         )
 
     def payload_path(self, version: VersionInfo) -> Path | None:
@@ -269,7 +255,7 @@ class ArtifactStore:
 
     # --- internals ----------------------------------------------------------------------
 
-    async def _attempt_put(self, draft: _Draft) -> SavedVersion | None:
+    async def _attempt_put(self, draft: rows.Draft) -> SavedVersion | None:
         """One compare-and-set attempt: the saved version, or None when another writer won."""
         async with self._sessions() as session:
             artifact = await session.scalar(select(Artifact).where(Artifact.name == draft.name))
@@ -280,9 +266,11 @@ class ArtifactStore:
                     f"{draft.name!r} is a {artifact.kind}, not a {draft.kind}", param="name"
                 )
             current = await _version_row(session, draft.name, artifact.current_version)
-            if current is not None and _unchanged(current, draft):
-                return SavedVersion(version=_version_out(current, current.version), created=False)
-            _check_expected(draft.name, draft.expected, artifact.current_version)
+            if current is not None and rows.unchanged(current, draft):
+                return SavedVersion(
+                    version=rows.version_out(current, current.version), created=False
+                )
+            rows.check_expected(draft.name, draft.expected, artifact.current_version)
             number = artifact.latest_version + 1
             moved = await _execute(
                 session,
@@ -299,7 +287,7 @@ class ArtifactStore:
                 return None
             return await self._finish(session, draft, number, artifact.current_version)
 
-    async def _create(self, session: AsyncSession, draft: _Draft) -> SavedVersion | None:
+    async def _create(self, session: AsyncSession, draft: rows.Draft) -> SavedVersion | None:
         if draft.expected not in (None, 0):
             raise Conflict(
                 f"{draft.name!r} does not exist (expected version {draft.expected})",
@@ -327,7 +315,7 @@ class ArtifactStore:
         return await self._finish(session, draft, 1, None)
 
     async def _finish(
-        self, session: AsyncSession, draft: _Draft, number: int, parent: int | None
+        self, session: AsyncSession, draft: rows.Draft, number: int, parent: int | None
     ) -> SavedVersion | None:
         """Place the payload, add the version and its event, commit (the number is ours).
 
@@ -341,11 +329,11 @@ class ArtifactStore:
             payload = None
             if draft.staged is not None and target is not None:
                 await asyncio.to_thread(store_files.place, draft.staged, target)
-                payload = _payload_info(draft.staged, target.relative_to(self._data_dir))
-            row = _version_record(draft, number, parent, payload)
+                payload = rows.payload_info(draft.staged, target.relative_to(self._data_dir))
+            row = rows.version_record(draft, number, parent, payload)
             session.add(row)
             session.add(
-                _event(
+                rows.event_record(
                     draft.name, "create", parent, number, draft.owner, draft.note, row.created_at
                 )
             )
@@ -358,7 +346,7 @@ class ArtifactStore:
         except BaseException:
             await _discard(target)
             raise
-        return SavedVersion(version=_version_out(row, number), created=True)
+        return SavedVersion(version=rows.version_out(row, number), created=True)
 
     async def _move(
         self,
@@ -369,12 +357,13 @@ class ArtifactStore:
         owner: str | None,
         note: str | None,
     ) -> PointerMove:
+        rows.check_author(owner, note)
         for _ in range(MAX_ATTEMPTS):
             async with self._sessions() as session:
                 artifact = await _artifact(session, name)
-                _check_move(action, artifact, to, expected)
+                rows.check_move(action, artifact, to, expected)
                 if to == artifact.current_version:
-                    return PointerMove(artifact=_info(artifact), event=None)
+                    return PointerMove(artifact=rows.info_out(artifact), event=None)
                 now = utcnow()
                 moved = await _execute(
                     session,
@@ -387,11 +376,15 @@ class ArtifactStore:
                 if moved is None or moved.rowcount != 1:
                     await session.rollback()
                     continue
-                event = _event(name, action, artifact.current_version, to, owner, note, now)
+                event = rows.event_record(
+                    name, action, artifact.current_version, to, owner, note, now
+                )
                 session.add(event)
                 await session.commit()
-                info = _info(artifact).model_copy(update={"current_version": to, "updated_at": now})
-                return PointerMove(artifact=info, event=_event_out(event))
+                info = rows.info_out(artifact).model_copy(
+                    update={"current_version": to, "updated_at": now}
+                )
+                return PointerMove(artifact=info, event=rows.event_out(event))
         raise Conflict(f"{name!r}: too many concurrent writers, retry", param="name")
 
 
@@ -434,130 +427,3 @@ def _reraise_unless_race(exc: Exception) -> None:
 async def _discard(target: Path | None) -> None:
     if target is not None:
         await asyncio.to_thread(store_files.discard, target)
-
-
-def _unchanged(current: ArtifactVersionRecord, draft: _Draft) -> bool:
-    return (
-        draft.staged is None
-        and current.content_hash == draft.digest
-        and (current.meta or {}) == draft.metadata
-    )
-
-
-def _check_expected(name: str, expected: int | None, current: int) -> None:
-    if expected is not None and expected != current:
-        raise Conflict(
-            f"{name!r} is at version {current}, not {expected}: re-read it and retry",
-            param="expected_version",
-        )
-
-
-def _check_move(action: str, artifact: Artifact, to: int, expected: int | None) -> None:
-    if not 1 <= to <= artifact.latest_version:
-        raise NotFound(
-            f"{artifact.name!r} has no version {to} (versions 1 to {artifact.latest_version})",
-            param="to",
-        )
-    _check_expected(artifact.name, expected, artifact.current_version)
-    if action == "rollback" and to > artifact.current_version:
-        raise InvalidInput(
-            f"a rollback goes back: {artifact.name!r} is at version "
-            f"{artifact.current_version}; promote to move it forward",
-            param="to",
-        )
-
-
-def _event(
-    name: str,
-    action: str,
-    from_version: int | None,
-    to_version: int,
-    owner: str | None,
-    note: str | None,
-    now: datetime,
-) -> ArtifactEventRecord:
-    return ArtifactEventRecord(
-        name=name,
-        action=action,
-        from_version=from_version,
-        to_version=to_version,
-        owner=owner,
-        note=note,
-        created_at=now,
-    )
-
-
-def _version_record(
-    draft: _Draft, number: int, parent: int | None, payload: dict[str, Any] | None
-) -> ArtifactVersionRecord:
-    return ArtifactVersionRecord(
-        name=draft.name,
-        version=number,
-        kind=draft.kind,
-        content=draft.content,
-        content_hash=draft.digest,
-        parent_version=parent,
-        owner=draft.owner,
-        meta=draft.metadata,
-        payload=payload,
-        created_at=utcnow(),
-    )
-
-
-def _payload_info(staged: store_files.StagedPayload, relative: Path) -> dict[str, Any]:
-    return PayloadInfo(
-        path=relative.as_posix(), files=staged.files, bytes=staged.bytes, sha256=staged.sha256
-    ).model_dump()
-
-
-def _payload_hash(version: VersionInfo | None) -> str | None:
-    return None if version is None or version.payload is None else version.payload.sha256
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every stored time is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _info(row: Artifact) -> ArtifactInfo:
-    return ArtifactInfo(
-        name=row.name,
-        kind=row.kind,
-        current_version=row.current_version,
-        latest_version=row.latest_version,
-        created_at=_aware(row.created_at),
-        updated_at=_aware(row.updated_at),
-        owner=row.owner,
-    )
-
-
-def _version_fields(row: ArtifactVersionRecord, current_version: int) -> dict[str, Any]:
-    return {
-        "name": row.name,
-        "kind": row.kind,
-        "version": row.version,
-        "parent_version": row.parent_version,
-        "content_hash": row.content_hash,
-        "created_at": _aware(row.created_at),
-        "owner": row.owner,
-        "metadata": row.meta or {},
-        "payload": row.payload,
-        "current": row.version == current_version,
-    }
-
-
-def _version_out(row: ArtifactVersionRecord, current_version: int) -> ArtifactVersion:
-    return ArtifactVersion(**_version_fields(row, current_version), content=row.content)
-
-
-def _event_out(row: ArtifactEventRecord) -> ArtifactEvent:
-    return ArtifactEvent(
-        id=row.id,
-        name=row.name,
-        action=cast(Any, row.action),
-        from_version=row.from_version,
-        to_version=row.to_version,
-        owner=row.owner,
-        note=row.note,
-        created_at=_aware(row.created_at),
-    )

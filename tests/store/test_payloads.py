@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.core import store as store_module
-from services.core import store_files
+from services.core import store_files, store_rows
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.store import ArtifactStore
 
@@ -87,7 +86,7 @@ async def test_a_failure_after_placing_removes_the_folder(
     def broken_event(*args: Any) -> Any:
         raise RuntimeError("the process died here")
 
-    monkeypatch.setattr(store_module, "_event", broken_event)
+    monkeypatch.setattr(store_rows, "event_record", broken_event)
     with pytest.raises(RuntimeError):
         await store.put("karma", "karma_model", {"v": 2}, files=model_dir(tmp_path / "o", "x"))
     assert not (store.root / "karma_model" / "karma" / "2").exists()

@@ -262,3 +262,7 @@ async def test_content_must_be_plain_json(store: ArtifactStore) -> None:
         await store.put("bad name", "reward_spec", SPEC)
     with pytest.raises(InvalidInput):
         await store.put("s", "Bad Kind", SPEC)
+    with pytest.raises(InvalidInput, match="at most 500"):
+        await store.put("s", "reward_spec", SPEC, note="x" * 501)
+    with pytest.raises(NotFound):
+        await store.info("s")
