@@ -70,3 +70,63 @@ class IdempotencyRecord(Base):
     lease_until: Mapped[float] = mapped_column(Float, nullable=False)
     expires_at: Mapped[float] = mapped_column(Float, nullable=False, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# --- Versioned artifact store (services/core/store.py) ------------------------------------
+# Index names are explicit, so the migration (0003) and these tables compare equal everywhere.
+# Versions and events name their artifact without a foreign key: the store always writes the
+# artifact row first, in the same transaction, and never deletes anything.
+
+
+class Artifact(Base):
+    """A named artifact and its current-version pointer; versions are never changed."""
+
+    __tablename__ = "artifacts"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    current_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    latest_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_artifacts_kind_name", "kind", "name"),)
+
+
+class ArtifactVersionRecord(Base):
+    """One immutable version: content, its hash, parent, author, metadata, file payload."""
+
+    __tablename__ = "artifact_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    content: Mapped[Any] = mapped_column(JSON, nullable=False)
+    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    parent_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, nullable=False)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    # Two writers can never both get version N of one name.
+    __table_args__ = (Index("uq_artifact_versions_name_version", "name", "version", unique=True),)
+
+
+class ArtifactEventRecord(Base):
+    """One line of an artifact's history (create, rollback, promote); never rewritten."""
+
+    __tablename__ = "artifact_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    action: Mapped[str] = mapped_column(String(16), nullable=False)
+    from_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    to_version: Mapped[int] = mapped_column(Integer, nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    note: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_artifact_events_name_id", "name", "id"),)

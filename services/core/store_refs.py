@@ -1,0 +1,102 @@
+"""Names, kinds and references of stored artifacts: ``boil`` (the current version), ``boil@3``.
+
+Every consumer (reward specs, rubrics, reward models, simulator calibrations) parses references
+here, so ``name@x`` is the same clear 422 everywhere::
+
+    >>> parse_ref("boil@3")
+    ArtifactRef(name='boil', version=3)
+    >>> str(parse_ref("boil"))
+    'boil'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+from services.core.errors import InvalidInput
+
+#: Letters, digits, ``.``, ``_`` and ``-``; starts with a letter or digit; at most 128 long.
+#: No ``@`` (the version separator) and no ``/`` (names sit in URL paths and folder names).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_VERSION_PATTERN = re.compile(r"[1-9][0-9]{0,8}")
+MAX_REF_LENGTH = 128 + 1 + 9
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """A parsed reference: ``version`` None means the artifact's current version."""
+
+    name: str
+    version: int | None = None
+
+    def __str__(self) -> str:
+        return self.name if self.version is None else f"{self.name}@{self.version}"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid artifact name, or None when it is."""
+    if NAME_PATTERN.fullmatch(name):
+        return None
+    return (
+        f"{name[:140]!r} is not an artifact name: use 1 to 128 letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit"
+    )
+
+
+def check_name(name: str, param: str | None = "name") -> str:
+    """``name`` when valid; InvalidInput (422) otherwise."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidInput(problem, param=param)
+    return name
+
+
+def check_kind(kind: str, param: str | None = "kind") -> str:
+    """``kind`` (``reward_spec``, ``rubric``, ...) when valid; InvalidInput (422) otherwise."""
+    if not KIND_PATTERN.fullmatch(kind):
+        raise InvalidInput(
+            f"{kind[:80]!r} is not an artifact kind: lowercase letters, digits and '_'", param=param
+        )
+    return kind
+
+
+def ref_problem(text: str) -> str | None:
+    """Why ``text`` is not a reference (``name`` or ``name@N``, N >= 1), or None."""
+    name, sep, version = text.partition("@")
+    problem = name_problem(name)
+    if problem is not None:
+        return problem
+    if sep and not _VERSION_PATTERN.fullmatch(version):
+        return (
+            f"bad version {version[:20]!r} in {text[:140]!r}: write 'name' for the current "
+            "version or 'name@N' with N a positive integer"
+        )
+    return None
+
+
+def parse_ref(text: str, param: str | None = None) -> ArtifactRef:
+    """``"boil"`` -> ArtifactRef("boil"), ``"boil@3"`` -> ArtifactRef("boil", 3).
+
+    Raises InvalidInput (422, with ``param``) for anything else, such as ``boil@x``.
+    """
+    problem = ref_problem(text)
+    if problem is not None:
+        raise InvalidInput(problem, param=param)
+    name, sep, version = text.partition("@")
+    return ArtifactRef(name, int(version) if sep else None)
+
+
+def _validate_ref(text: str) -> str:
+    problem = ref_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+#: A request field holding a reference, checked at the edge (pydantic -> 422 with its location).
+ArtifactRefStr = Annotated[str, AfterValidator(_validate_ref)]

@@ -1,0 +1,27 @@
+"""The artifacts admin API on its own: ``uvicorn --factory services.store.app:create_app``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.core.app_factory import build_app
+from services.core.components import Component
+from services.core.resources import Resources
+from services.core.settings import Settings
+from services.core.store import ArtifactStore
+from services.store.router import router
+from services.store.service import ArtifactAdminService
+
+
+def component() -> Component:
+    def build(resources: Resources) -> ArtifactAdminService:
+        store = ArtifactStore(resources.sessions, resources.settings.data_dir)
+        return ArtifactAdminService(store)
+
+    return Component(name="store", router=router, build=build)
+
+
+def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+    return build_app([component()], settings, title="Plaudit artifacts", **collaborators)

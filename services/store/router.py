@@ -1,0 +1,102 @@
+"""HTTP routes of the artifacts admin API: thin handlers over ArtifactAdminService."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from services.core.auth import principal_of, require_scope
+from services.core.deps import service_of
+from services.core.settings import Scope
+from services.core.store_refs import KIND_PATTERN
+from services.store.schemas import (
+    ArtifactDetail,
+    ArtifactPage,
+    ArtifactVersion,
+    EventPage,
+    MoveRequest,
+    PointerMove,
+    VersionDiff,
+    VersionPage,
+)
+from services.store.service import ArtifactAdminService
+
+router = APIRouter(
+    prefix="/v1/artifacts",
+    tags=["artifacts"],
+    dependencies=[Depends(require_scope(Scope.admin))],
+)
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
+Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
+
+
+def _service(request: Request) -> ArtifactAdminService:
+    service: ArtifactAdminService = service_of(request, "store")
+    return service
+
+
+Service = Annotated[ArtifactAdminService, Depends(_service)]
+Caller = Annotated[str | None, Depends(principal_of)]
+
+
+@router.get("")
+async def artifacts(
+    service: Service,
+    kind: Annotated[str | None, Query(pattern=f"^{KIND_PATTERN.pattern}$", max_length=64)] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> ArtifactPage:
+    """Every artifact by name (``kind``: only rubrics, reward specs, ...)."""
+    return await service.artifacts(kind=kind, limit=limit, offset=offset)
+
+
+@router.get("/{ref}")
+async def artifact(ref: str, service: Service) -> ArtifactDetail:
+    """An artifact with its current version (``name``) or a given one (``name@3``)."""
+    return await service.detail(ref)
+
+
+@router.get("/{name}/versions")
+async def versions(
+    name: str, service: Service, limit: Limit = 100, offset: Offset = 0
+) -> VersionPage:
+    """Its versions, newest first, without their content."""
+    return await service.versions(name, limit=limit, offset=offset)
+
+
+@router.get("/{name}/versions/{version}")
+async def version(name: str, version: Version, service: Service) -> ArtifactVersion:
+    """One version with its content."""
+    return await service.version(name, version)
+
+
+@router.get("/{name}/diff")
+async def diff(
+    name: str,
+    service: Service,
+    from_version: Annotated[int | None, Query(alias="from", ge=1, le=10**9)] = None,
+    to_version: Annotated[int | None, Query(alias="to", ge=1, le=10**9)] = None,
+) -> VersionDiff:
+    """What changed between two versions (default: the current one against its parent)."""
+    return await service.diff(name, from_version, to_version)
+
+
+@router.post("/{name}/rollback")
+async def rollback(name: str, body: MoveRequest, service: Service, caller: Caller) -> PointerMove:
+    """Make an older version current again; recorded in the history, nothing is deleted."""
+    return await service.rollback(name, body, caller)
+
+
+@router.post("/{name}/promote")
+async def promote(name: str, body: MoveRequest, service: Service, caller: Caller) -> PointerMove:
+    """Make any version current (for instance a newer one after a rollback); recorded."""
+    return await service.promote(name, body, caller)
+
+
+@router.get("/{name}/history")
+async def history(name: str, service: Service, limit: Limit = 100, offset: Offset = 0) -> EventPage:
+    """Creations, rollbacks and promotions, newest first."""
+    return await service.history(name, limit=limit, offset=offset)
