@@ -1,7 +1,7 @@
 """The versioned artifact store: artifacts, their immutable versions, and their history.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0005
 Create Date: 2026-12-03
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
-down_revision = "0001"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

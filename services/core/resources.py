@@ -25,6 +25,7 @@ from services.core.jobs import JobQueue, JobRegistry, make_job_queue
 from services.core.metrics import Metrics
 from services.core.records import ScoredGroupRepository
 from services.core.settings import Settings
+from services.core.store import ArtifactStore
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Resources:
     job_registry: JobRegistry
     scored_groups: ScoredGroupRepository
     idempotency: IdempotencyStore
+    artifacts: ArtifactStore
     embedder: BatchedEmbedder | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     services: ServiceRegistry = field(default_factory=ServiceRegistry)
@@ -121,6 +123,7 @@ async def open_resources(
         jobs=await make_job_queue(registry, settings.redis_url),
         job_registry=registry,
         scored_groups=ScoredGroupRepository(sessions),
+        artifacts=ArtifactStore(sessions, settings.data_dir),
         idempotency=IdempotencyStore(sessions, settings.idempotency, metrics=metrics),
         extras=dict(extras or {}),
     )

@@ -13,6 +13,7 @@ from services.diversity.app import component as diversity_component
 from services.diversity.service import DiversityService
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
+from services.rewards.named import NamedSpecs
 from services.rewards.router import router
 from services.rewards.service import RewardsService
 from services.rewards.store import RewardGroups
@@ -24,7 +25,8 @@ def component() -> Component:
     def build(resources: Resources) -> RewardsService:
         resources.services.get_or_build(JudgeService, judge_component, resources)
         resources.services.get_or_build(DiversityService, diversity_component, resources)
-        return RewardsService(resources.channels, RewardGroups(resources.sessions))
+        specs = NamedSpecs(resources.artifacts, resources.channels)
+        return RewardsService(resources.channels, RewardGroups(resources.sessions), specs)
 
     return Component(
         name="rewards",

@@ -10,11 +10,13 @@ from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
-from services.core.schemas import ScoredGroupPage
+from services.core.schemas import Page, ScoredGroupPage
 from services.core.settings import Scope
 from services.rewards.schemas import (
+    NamedSpec,
     RewardsGroupRequest,
     RewardsGroupResponse,
+    SpecSaveRequest,
     ValidateRequest,
     ValidateResponse,
 )
@@ -31,6 +33,8 @@ def _service(request: Request) -> RewardsService:
 
 
 Service = Annotated[RewardsService, Depends(_service)]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 @router.post("/group", response_model=RewardsGroupResponse)
@@ -50,6 +54,35 @@ async def group(
 async def validate(body: ValidateRequest, service: Service) -> ValidateResponse:
     """Check a reward spec: the resolved spec (defaults filled) and its hash, or the errors."""
     return service.validate(body)
+
+
+@router.post("/specs", status_code=201)
+async def save_spec(body: SpecSaveRequest, service: Service) -> NamedSpec:
+    """Save a reward spec under a name (a new version when it changed); score with
+    ``"spec": "name"`` (the current version) or ``"name@N"``."""
+    return await service.specs.save(body)
+
+
+@router.get("/specs")
+async def list_specs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[NamedSpec]:
+    """Every saved spec, by name, with its current version."""
+    items, total = await service.specs.names(limit=limit, offset=offset)
+    return Page(items=items, limit=limit, offset=offset, total=total)
+
+
+@router.get("/specs/{ref}")
+async def get_spec(ref: str, service: Service) -> NamedSpec:
+    """A saved spec: ``name`` (its current version) or ``name@N``."""
+    return await service.specs.get(ref)
+
+
+@router.get("/specs/{name}/versions")
+async def spec_versions(
+    name: str, service: Service, limit: Limit = 100, offset: Offset = 0
+) -> Page[NamedSpec]:
+    """Every version of a saved spec, newest first."""
+    items, total = await service.specs.versions(name, limit=limit, offset=offset)
+    return Page(items=items, limit=limit, offset=offset, total=total)
 
 
 @router.get("/channels")

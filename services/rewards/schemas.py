@@ -35,7 +35,8 @@ class RewardsGroupRequest(RunTag):
         default=None, description="per completion token counts (judge length discount)"
     )
     spec: Any = Field(
-        description='{"channels": {name: {"weight": w, ...options}}, "advantage": "none"}'
+        description='{"channels": {name: {"weight": w, ...options}}, "advantage": "none"}, '
+        'or a saved spec\'s name ("my-spec", the current version) or "my-spec@3"'
     )
 
     @model_validator(mode="after")
@@ -115,6 +116,10 @@ class RewardsGroupResponse(BaseModel):
     kind: Kind
     id: str | None = None
     spec_hash: str
+    spec_name: str | None = Field(
+        default=None, description="the named spec that scored it (None for an inline spec)"
+    )
+    spec_version: int | None = None
     advantage: AdvantageName
     results: list[CompletionReward]
     stats: RewardStats
@@ -124,3 +129,34 @@ class RewardsGroupResponse(BaseModel):
         if self.kind == "advantages":
             return self.model_dump()
         return self.model_dump(exclude={"results": {"__all__": {"advantage"}}})
+
+
+class SpecSaveRequest(StrictModel):
+    """Save a reward spec under a name: ``{"name": "helpful", "spec": {"channels": {...}}}``."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=120,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="letters, digits, '.', '_' and '-'",
+    )
+    spec: Any = Field(description="the reward spec, checked like a scoring request's")
+    expected_version: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="the current version you started from (0: the name must be new); a stale "
+        "one is a 409",
+    )
+
+
+class NamedSpec(BaseModel):
+    """A saved reward spec version: what ``"spec": "name@version"`` scores with."""
+
+    name: str
+    version: int
+    spec: dict[str, Any]
+    spec_hash: str
+    current: bool
+    created: bool = Field(default=False, description="whether this call made the version")
+    created_at: str

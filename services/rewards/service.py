@@ -11,10 +11,11 @@ import logging
 from collections.abc import Sequence
 
 from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
-from services.core.errors import InvalidInput
+from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import ScoredGroupPage, completion_ids
 from services.rewards import aggregate
+from services.rewards.named import NamedSpecs, SpecInUse
 from services.rewards.schemas import (
     RewardsGroupRequest,
     RewardsGroupResponse,
@@ -37,9 +38,21 @@ class RewardsService:
         response.results[0].total  # None when one of its channels failed
     """
 
-    def __init__(self, channels: ChannelRegistry, groups: RewardGroups | None = None) -> None:
+    def __init__(
+        self,
+        channels: ChannelRegistry,
+        groups: RewardGroups | None = None,
+        specs: NamedSpecs | None = None,
+    ) -> None:
         self._channels_registry = channels
         self._groups = groups
+        self._specs = specs
+
+    @property
+    def specs(self) -> NamedSpecs:
+        if self._specs is None:
+            raise BackendUnavailable("named specs need the artifact store", retry_after=5)
+        return self._specs
 
     @property
     def channels(self) -> ChannelRegistry:
@@ -67,7 +80,8 @@ class RewardsService:
 
     async def group(self, request: RewardsGroupRequest) -> RewardsGroupResponse:
         """Per-completion totals (and advantages when the spec asks), stored when run_id is set."""
-        spec = self.resolve(request.spec)
+        use = await self._spec_in_use(request.spec)
+        spec = use.spec
         outcomes = await self._channels(spec, request)
         rewards = aggregate.completion_rewards(completion_ids(request.completions), spec, outcomes)
         for reward, advantage in zip(
@@ -78,12 +92,20 @@ class RewardsService:
             kind="rewards" if spec.advantage == "none" else "advantages",
             id=request.id,
             spec_hash=spec.hash,
+            spec_name=use.name,
+            spec_version=use.version,
             advantage=spec.advantage,
             results=rewards,
             stats=aggregate.group_stats(rewards),
         )
-        await self._store(request, spec, response)
+        await self._store(request, use, response)
         return response
+
+    async def _spec_in_use(self, raw: object) -> SpecInUse:
+        """An inline spec, or a saved one named ``name`` / ``name@N``."""
+        if isinstance(raw, str):
+            return await self.specs.in_use(raw)
+        return SpecInUse(self.resolve(raw))
 
     async def list_groups(
         self, run_id: str, *, step: int | None = None, limit: int = 100, offset: int = 0
@@ -130,14 +152,20 @@ class RewardsService:
             raise
 
     async def _store(
-        self, request: RewardsGroupRequest, spec: ResolvedSpec, response: RewardsGroupResponse
+        self, request: RewardsGroupRequest, use: SpecInUse, response: RewardsGroupResponse
     ) -> None:
         if request.run_id is None or self._groups is None:
             return
         payload = request.model_dump(exclude={"run_id", "step"})
-        payload["spec"] = spec.as_dict()
+        payload["spec"] = use.spec.as_dict()
         await self._groups.add(
-            request.run_id, request.step, request.id, content_hash(payload), response.wire()
+            request.run_id,
+            request.step,
+            request.id,
+            content_hash(payload),
+            response.wire(),
+            spec_name=use.name,
+            spec_version=use.version,
         )
         log.debug("stored rewards group for run %s step %s", request.run_id, request.step)
 

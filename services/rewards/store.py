@@ -18,10 +18,25 @@ class RewardGroups(ScoredGroupRepository):
     """
 
     async def add(
-        self, run_id: str, step: int | None, group_id: str | None, request_hash: str, result: Any
+        self,
+        run_id: str,
+        step: int | None,
+        group_id: str | None,
+        request_hash: str,
+        result: Any,
+        *,
+        spec_name: str | None = None,
+        spec_version: int | None = None,
     ) -> str:
-        """Store one scored group; returns its id."""
-        [row_id] = await self.add_many(SERVICE, run_id, step, [(group_id, request_hash, result)])
+        """Store one scored group (with the named spec that scored it); returns its id."""
+        [row_id] = await self.add_many(
+            SERVICE,
+            run_id,
+            step,
+            [(group_id, request_hash, result)],
+            spec_name=spec_name,
+            spec_version=spec_version,
+        )
         return row_id
 
     async def page(

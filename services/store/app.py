@@ -10,17 +10,15 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import Settings
-from services.core.store import ArtifactStore
 from services.store.router import router
 from services.store.service import ArtifactAdminService
 
 
 def component() -> Component:
     def build(resources: Resources) -> ArtifactAdminService:
-        store = ArtifactStore(resources.sessions, resources.settings.data_dir)
-        return ArtifactAdminService(store)
+        return ArtifactAdminService(resources.artifacts)
 
-    return Component(name="store", router=router, build=build)
+    return Component(name="store", router=router, provides=ArtifactAdminService, build=build)
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:

@@ -34,7 +34,7 @@ Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
 
 
 def _service(request: Request) -> ArtifactAdminService:
-    service: ArtifactAdminService = service_of(request, "store")
+    service: ArtifactAdminService = service_of(request, ArtifactAdminService)
     return service
 
 
