@@ -106,9 +106,7 @@ async def _run(
     from services.judge.service import JudgeService
 
     backend = make_backend(settings)
-    start = getattr(backend, "start", None)
-    if start is not None:
-        await start()
+    await backend.start()
     service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
     try:
         with progress(len(votes), "judging votes") as update:
@@ -120,9 +118,7 @@ async def _run(
                 service, votes, options, max_chars=max_chars, batch=batch, progress=update
             )
     finally:
-        close = getattr(backend, "aclose", None)
-        if close is not None:
-            await close()
+        await backend.aclose()
 
 
 @contextmanager

@@ -13,6 +13,7 @@ the batch are still answered.
 Example::
 
     backend: JudgeBackend = ...
+    await backend.start()
     [res] = await backend.score_choices(
         [ChoiceRequest(messages=[user("Which is better, A or B?")], candidates=["A", "B"])]
     )
@@ -26,6 +27,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypedDict, runtime_checkable
+
+from judges.lifecycle import Lifecycle
 
 ItemStatus = Literal["ok", "invalid", "error", "timeout"]
 """Per-item outcome.
@@ -170,8 +173,15 @@ class BackendInfo:
 
 
 @runtime_checkable
-class JudgeBackend(Protocol):
-    """A batched, async judge model. Implementations never raise for a single bad item."""
+class JudgeBackend(Lifecycle, Protocol):
+    """A batched, async judge model. Implementations never raise for a single bad item.
+
+    Lifecycle (from :class:`~judges.lifecycle.Lifecycle`): ``start()`` loads the model or
+    finds the served one (the app's lifespan calls it in the background; a request before
+    it starts the backend too), ``readiness`` reports ``ready`` or why not (``loading``,
+    ``failed`` with the reason), ``aclose()`` releases everything. A backend whose model is
+    unavailable answers every item with status ``error`` and the reason.
+    """
 
     @property
     def info(self) -> BackendInfo:

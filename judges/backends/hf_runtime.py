@@ -20,17 +20,20 @@ Shared prefixes: the prompts of one call (both orders of every pair of a group) 
 share a long head (template, instructions, question). The head common to a chunk runs
 once, as a batch of one, and its KV cache is copied to the chunk's rows, which then run
 only their own tails. The head common to the whole call is computed in the first chunk
-and reused by the next ones.
+and reused by the next ones. When the model worker merged several callers into one call
+(``sources``), their rows are first grouped by prefix, so callers on the same question
+share its head and callers on different questions do not dilute each other's chunks.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,7 @@ from judges.backends.batching import (
     has_prefix_pair,
     pad_left,
     pad_token_id,
+    prefix_groups,
     run_in_chunks,
     shared_prefix_length,
     stop_token_ids,
@@ -67,9 +71,14 @@ DTYPES: dict[str, torch.dtype] = {
 
 @dataclass(slots=True)
 class _PrefixKV:
-    """A token prefix and, once some chunk has computed it, its batch-of-one KV cache."""
+    """A token prefix and, once some chunk has computed it, its batch-of-one KV cache.
+
+    ``parent`` is a shorter prefix of it (a merged call's common head below one caller's
+    group prefix) whose cache it is built on.
+    """
 
     ids: list[int]
+    parent: _PrefixKV | None = None
     cache: Any = None
 
 
@@ -137,10 +146,33 @@ class HFRuntime:
     # -- choice scoring --------------------------------------------------------------
 
     def score_choices(
-        self, requests: Sequence[ChoiceRequest], deadline: float | None = None
+        self,
+        requests: Sequence[ChoiceRequest],
+        deadline: float | None = None,
+        sources: Sequence[Hashable] | None = None,
     ) -> list[ChoiceResult]:
-        """Score every request; never raises for a single item."""
+        """Score every request; never raises for a single item.
+
+        ``sources`` names the caller of each request when the model worker merged several
+        callers into one call: rows are then grouped by prompt prefix
+        (:func:`~judges.backends.batching.prefix_groups`) before they are cut into
+        chunks, so each caller's shared head still runs once.
+        """
         results: list[ChoiceResult | None] = [None] * len(requests)
+        rows, targets = self._choice_rows(requests, results)
+        common = _PrefixKV(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
+        for group in self._prefix_groups(rows, sources):
+            node = common
+            if len(group) < len(rows):
+                node = _PrefixKV(group[0].ids[: shared_prefix_length(group)], parent=common)
+            run = functools.partial(self._score_rows, requests, targets, results, node)
+            run_in_chunks(group, self.max_batch_size, run, results, ChoiceResult.failed, deadline)
+        return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _choice_rows(
+        self, requests: Sequence[ChoiceRequest], results: list[ChoiceResult | None]
+    ) -> tuple[list[Row], dict[int, list[list[int]]]]:
+        """One row per valid request, with its candidates' target ids; failures go to results."""
         rows: list[Row] = []
         targets: dict[int, list[list[int]]] = {}
         for index, request in enumerate(requests):
@@ -155,17 +187,32 @@ class HFRuntime:
                 continue
             prompt, targets[index] = prepared
             rows.append(Row(index, prompt, weight=sum(len(t) > 1 for t in targets[index])))
-        common = _PrefixKV(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
+        return rows, targets
 
-        def run(chunk: list[Row]) -> None:
-            scores = self._score_chunk(chunk, [targets[row.owner] for row in chunk], common)
-            for row, values in zip(chunk, scores, strict=True):
-                results[row.owner] = ChoiceResult.from_logprobs(
-                    requests[row.owner].candidates, values
-                )
+    def _prefix_groups(
+        self, rows: list[Row], sources: Sequence[Hashable] | None
+    ) -> list[list[Row]]:
+        """All rows as one group, or grouped by prefix when several callers were merged."""
+        if sources is None or self.prefix_min_tokens == 0:
+            return [rows]
+        by_source: dict[Hashable, list[Row]] = {}
+        for row in rows:
+            by_source.setdefault(sources[row.owner], []).append(row)
+        if len(by_source) < 2:
+            return [rows]
+        return prefix_groups(list(by_source.values()))
 
-        run_in_chunks(rows, self.max_batch_size, run, results, ChoiceResult.failed, deadline)
-        return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+    def _score_rows(
+        self,
+        requests: Sequence[ChoiceRequest],
+        targets: dict[int, list[list[int]]],
+        results: list[ChoiceResult | None],
+        prefix: _PrefixKV,
+        chunk: list[Row],
+    ) -> None:
+        scores = self._score_chunk(chunk, [targets[row.owner] for row in chunk], prefix)
+        for row, values in zip(chunk, scores, strict=True):
+            results[row.owner] = ChoiceResult.from_logprobs(requests[row.owner].candidates, values)
 
     def _prepare_choice(
         self, request: ChoiceRequest
@@ -193,7 +240,7 @@ class HFRuntime:
         One pass over the prompts gives every candidate's first token; candidates with
         more tokens continue from the prompts' KV cache, copied once per candidate. A
         prefix shared by all rows comes from :meth:`_prefix_cache` (``common`` is the
-        call's shared prefix, computed once for all chunks).
+        group's shared prefix, computed once for all its chunks).
         """
         skip = self._shared_length(rows)
         input_ids, mask, positions = pad_left(rows, self.pad_id, self.device, skip)
@@ -231,13 +278,18 @@ class HFRuntime:
         return length if length >= self.prefix_min_tokens else 0
 
     def _prefix_cache(self, ids: list[int], common: _PrefixKV | None) -> Any:
-        """A fresh batch-of-one KV cache of ``ids``, built on ``common`` when it starts them."""
-        start = len(common.ids) if common is not None else 0
-        if common is None or start < self.prefix_min_tokens or ids[:start] != common.ids:
+        """A fresh batch-of-one KV cache of ``ids``, built on the nearest of ``common`` and
+        its parents that starts them (each computed once, on first use)."""
+        node = common
+        while node is not None and not (
+            len(node.ids) >= self.prefix_min_tokens and ids[: len(node.ids)] == node.ids
+        ):
+            node = node.parent
+        if node is None:
             return self._extend(None, ids, 0)
-        if common.cache is None:
-            common.cache = self._extend(None, common.ids, 0)
-        return self._extend(copy.deepcopy(common.cache), ids[start:], start)
+        if node.cache is None:
+            node.cache = self._prefix_cache(node.ids, node.parent)
+        return self._extend(copy.deepcopy(node.cache), ids[len(node.ids) :], len(node.ids))
 
     def _extend(self, cache: Any, ids: list[int], start: int) -> Any:
         """``cache`` (``start`` tokens, or None) after running ``ids`` on it."""

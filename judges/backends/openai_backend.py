@@ -54,6 +54,7 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
+from judges.lifecycle import READY, Readiness
 from judges.limits import (
     InProcessLimiter,
     Limiter,
@@ -146,6 +147,8 @@ class OpenAIBackend:
         self._rng = rng or random.Random()
         self._logprobs_supported = config.choice_mode != "verdict"
         self._model = config.model
+        self._start_error: str | None = None
+        self._closed = False
 
     @property
     def started(self) -> bool:
@@ -161,6 +164,19 @@ class OpenAIBackend:
         if self._model:
             return
         try:
+            served = await self._served_models()
+        except RuntimeError as exc:
+            self._start_error = str(exc)
+            raise
+        self._start_error = None
+        if len(served) > 1:
+            logger.warning(
+                "%s serves %d models; judging with %s", self.config.base_url, len(served), served[0]
+            )
+        self._model = served[0]
+
+    async def _served_models(self) -> list[str]:
+        try:
             response = await self._client.get("models")
             response.raise_for_status()
             served = [str(m["id"]) for m in response.json().get("data", [])]
@@ -170,11 +186,17 @@ class OpenAIBackend:
             ) from exc
         if not served:
             raise RuntimeError(f"{self.config.base_url} serves no model")
-        if len(served) > 1:
-            logger.warning(
-                "%s serves %d models; judging with %s", self.config.base_url, len(served), served[0]
-            )
-        self._model = served[0]
+        return served
+
+    @property
+    def readiness(self) -> Readiness:
+        """``ready`` once the served model is known; ``failed`` with why it could not be
+        listed (requests retry the lookup, so a server that comes up later recovers)."""
+        if self._closed:
+            return Readiness("closed")
+        if self._model:
+            return READY
+        return Readiness("failed", self._start_error) if self._start_error else Readiness("idle")
 
     @property
     def info(self) -> BackendInfo:
@@ -184,6 +206,7 @@ class OpenAIBackend:
 
     async def aclose(self) -> None:
         """Close the HTTP client if the backend created it."""
+        self._closed = True
         if self._owns_client:
             await self._client.aclose()
 

@@ -27,6 +27,7 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
+from judges.lifecycle import READY, Readiness
 
 ChooseScript = Callable[[ChoiceRequest], Sequence[float]]
 GenerateScript = Callable[[GenerateRequest], str]
@@ -74,11 +75,24 @@ class ScriptedBackend:
         self.delay = 0.0
         self.in_flight = 0
         self.max_in_flight = 0
+        self._closed = False
 
     @property
     def info(self) -> BackendInfo:
         """Backend name ``scripted`` and the given model id."""
         return BackendInfo(name="scripted", model_id=self._model_id)
+
+    @property
+    def readiness(self) -> Readiness:
+        """Always ready until closed: there is nothing to load."""
+        return Readiness("closed") if self._closed else READY
+
+    async def start(self) -> None:
+        """Nothing to load."""
+
+    async def aclose(self) -> None:
+        """Nothing to release; readiness says ``closed`` afterwards."""
+        self._closed = True
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Score each request with the ``choose`` script."""

@@ -51,6 +51,7 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
+from judges.lifecycle import Readiness, State
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +300,8 @@ class VLLMBackend:
         self._model_name: str | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._start_lock = asyncio.Lock()
+        self._state: State = "idle"
+        self._start_error: str | None = None
 
     @property
     def info(self) -> BackendInfo:
@@ -317,15 +320,27 @@ class VLLMBackend:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm")
             started = time.monotonic()
-            self._runtime = await self._in_worker(self._load)
+            self._state, self._start_error = "loading", None
+            try:
+                self._runtime = await self._in_worker(self._load)
+            except Exception as exc:
+                self._state, self._start_error = "failed", f"{type(exc).__name__}: {exc}"
+                raise
+            self._state = "ready"
             logger.info(
                 "loaded vLLM judge %s in %.1fs", self._model_name, time.monotonic() - started
             )
+
+    @property
+    def readiness(self) -> Readiness:
+        """``ready`` once the engine is built; ``failed`` with the reason it could not be."""
+        return Readiness(self._state, self._start_error)
 
     async def aclose(self) -> None:
         """Drop the engine and stop the worker thread."""
         executor, self._executor = self._executor, None
         self._runtime = None
+        self._state = "closed"
         if executor is not None:
             await asyncio.get_running_loop().run_in_executor(
                 None, functools.partial(executor.shutdown, wait=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import os
 from pathlib import Path
@@ -11,13 +11,15 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from services.core.batching import MicroBatcher
+from judges.lifecycle import ModelUnavailable, Readiness
+from judges.model_worker import ModelWorker
 from services.core.errors import BackendUnavailable
 from services.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 Matrix = npt.NDArray[np.float32]
+Vector = npt.NDArray[np.float32]
 
 
 class Embedder(Protocol):
@@ -69,7 +71,8 @@ def load_embedder(model: str, *, device: str = "cpu", batch_size: int = 64) -> E
 
 
 class BatchedEmbedder:
-    """The async face of an embedder: loads it in the background, micro-batches every call."""
+    """The async face of an embedder: a :class:`~judges.model_worker.ModelWorker` that loads it
+    in the background and merges concurrent calls into shared forward passes."""
 
     def __init__(
         self,
@@ -83,70 +86,52 @@ class BatchedEmbedder:
         load_wait: float = 120.0,
         metrics: Metrics | None = None,
     ) -> None:
-        self._embedder: Embedder | None = loader
-        self._error: str | None = None
-        self._ready = asyncio.Event()
-        self._load_wait = load_wait
-        self._spec = (model, device, batch_size)
-        self._batcher: MicroBatcher[str, npt.NDArray[np.float32]] = MicroBatcher(
-            self._embed_rows,
+        self._name = model
+        self.worker: ModelWorker[Embedder, str, Vector] = ModelWorker(
+            functools.partial(load_embedder, model, device=device, batch_size=batch_size),
+            _embed_rows,
             name="embedder",
-            max_items=max_items,
-            max_wait=max_wait,
-            metrics=metrics,
+            max_batch_rows=max_items,
+            max_wait_s=max_wait,
+            load_wait_s=load_wait,
+            on_batch=metrics.observe_batch if metrics is not None else None,
+            model=loader,
         )
-        if loader is not None:
-            self._ready.set()
 
-    async def load(self) -> None:
+    async def start(self) -> None:
         """Load the model off the event loop (a no-op when one was passed in)."""
-        if self._embedder is not None:
-            return
-        model, device, batch_size = self._spec
-        try:
-            self._embedder = await asyncio.to_thread(
-                load_embedder, model, device=device, batch_size=batch_size
-            )
-            log.info("embedder %s loaded", self._embedder.model_id)
-        except Exception as exc:
-            log.exception("embedder %s failed to load", model)
-            self._error = f"embedder {model!r} failed to load: {exc}"
-        finally:
-            self._ready.set()
+        await self.worker.start()
+
+    @property
+    def readiness(self) -> Readiness:
+        return self.worker.readiness
 
     @property
     def ready(self) -> bool:
-        return self._embedder is not None
+        return self.worker.readiness.ready
 
     @property
     def model_id(self) -> str:
-        return self._embedder.model_id if self._embedder else self._spec[0]
-
-    def _embed_rows(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
-        assert self._embedder is not None
-        return list(self._embedder.embed(texts))
+        loaded = self.worker.model
+        return loaded.model_id if loaded is not None else self._name
 
     async def embed(self, texts: list[str]) -> Matrix:
         """Embed ``texts`` in a shared micro-batch; waits for a model that is still loading."""
-        await self._wait_loaded()
         try:
-            rows = await self._batcher.submit(texts)
+            rows = await self.worker.submit(texts)
+        except ModelUnavailable as exc:
+            loading = exc.readiness.state in ("idle", "loading")
+            raise BackendUnavailable(
+                f"the embedding model is not available: {exc}", retry_after=5 if loading else None
+            ) from exc
         except Exception as exc:
             log.exception("embedding call failed")
             raise BackendUnavailable(f"the embedding model failed: {type(exc).__name__}") from exc
         return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
-    async def _wait_loaded(self) -> None:
-        if self._embedder is not None:
-            return
-        try:
-            await asyncio.wait_for(self._ready.wait(), self._load_wait)
-        except TimeoutError:
-            raise BackendUnavailable(
-                "the embedding model is still loading", retry_after=5
-            ) from None
-        if self._embedder is None:
-            raise BackendUnavailable(self._error or "the embedding model is not available")
-
     async def aclose(self) -> None:
-        await self._batcher.aclose()
+        await self.worker.aclose()
+
+
+def _embed_rows(embedder: Embedder, texts: list[str]) -> list[Vector]:
+    return list(embedder.embed(texts))

@@ -24,7 +24,9 @@ async def ready(request: Request) -> dict[str, object]:
     checks = await resources.readiness()
     failing = sorted(name for name, ok in checks.items() if not ok)
     if failing:
-        raise BackendUnavailable(f"not ready: {', '.join(failing)}", retry_after=2)
+        reasons = resources.not_ready_reasons()
+        named = (f"{name} ({reasons[name]})" if name in reasons else name for name in failing)
+        raise BackendUnavailable(f"not ready: {', '.join(named)}", retry_after=2)
     return {"status": "ready", "checks": checks}
 
 

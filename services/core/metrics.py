@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
+from judges.model_worker import BatchRecord
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -22,7 +24,7 @@ class Metrics:
         )
         self.model_batch_size = Histogram(
             "plaudit_model_batch_size",
-            "Items per model call after micro-batching",
+            "Rows per model worker call after merging concurrent requests",
             ["model"],
             buckets=_BATCH_BUCKETS,
             registry=self.registry,
@@ -53,6 +55,11 @@ class Metrics:
             ["type"],
             registry=self.registry,
         )
+
+    def observe_batch(self, record: BatchRecord) -> None:
+        """Record one model worker call (its rows and how many requests it merged)."""
+        self.model_batch_size.labels(record.worker).observe(record.rows)
+        self.model_batch_requests.labels(record.worker).observe(record.requests)
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

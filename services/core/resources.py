@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from judges.lifecycle import Lifecycle
 from services.core import db
 from services.core.cache import Cache, make_cache
 from services.core.channels import ChannelRegistry
@@ -49,8 +50,17 @@ class Resources:
     checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     loaders: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    models: dict[str, Lifecycle] = field(default_factory=dict)
     _loading: asyncio.Task[None] | None = None
     _background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def manage(self, name: str, model: Lifecycle, *, close: bool = True) -> None:
+        """Start ``model`` in the background with the others, report its readiness under
+        ``name``, and close it at shutdown (unless ``close`` is False: the caller owns it)."""
+        self.models[name] = model
+        self.loaders.append(model.start)
+        if close:
+            self.closers.append(model.aclose)
 
     def start_loading(self) -> None:
         """Load every model in the background, one after the other.
@@ -74,11 +84,19 @@ class Resources:
     async def readiness(self) -> dict[str, bool]:
         """Each check that /health/ready reports."""
         checks = {"database": await db.ping(self.engine), "cache": await self.cache.ping()}
-        if self.embedder is not None:
-            checks["embedder"] = self.embedder.ready
+        for name, model in self.models.items():
+            checks[name] = model.readiness.ready
         for name, check in self.checks.items():
             checks[name] = check()
         return checks
+
+    def not_ready_reasons(self) -> dict[str, str]:
+        """Why each model that is not ready is not (``loading``, ``failed: <error>``)."""
+        return {
+            name: model.readiness.describe()
+            for name, model in self.models.items()
+            if not model.readiness.ready
+        }
 
     async def aclose(self) -> None:
         if self._loading is not None and not self._loading.done():
@@ -89,8 +107,6 @@ class Resources:
         await asyncio.gather(*self._background, return_exceptions=True)
         for close in reversed(self.closers):
             await close()
-        if self.embedder is not None:
-            await self.embedder.aclose()
         await self.jobs.close()
         await self.cache.close()
         await self.engine.dispose()
@@ -137,5 +153,5 @@ async def open_resources(
             max_wait=settings.embedder.max_wait_ms / 1000,
             metrics=metrics,
         )
-        resources.loaders.append(resources.embedder.load)
+        resources.manage("embedder", resources.embedder)
     return resources

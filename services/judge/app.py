@@ -7,11 +7,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from judges.backends.base import JudgeBackend
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import Settings
-from services.judge.backend_factory import is_started, make_backend
+from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.channels import judge_channels
 from services.judge.router import router
@@ -22,14 +23,11 @@ log = logging.getLogger(__name__)
 
 def component() -> Component:
     def build(resources: Resources) -> JudgeService:
-        backend = resources.extras.get("judge_backend") or make_backend(resources.settings)
-        start = getattr(backend, "start", None)
-        if start is not None and not is_started(backend):
-            resources.loaders.append(start)
-        close = getattr(backend, "aclose", None)
-        if close is not None and "judge_backend" not in resources.extras:
-            resources.closers.append(close)
-        resources.checks["judge"] = lambda: is_started(backend)
+        given: JudgeBackend | None = resources.extras.get("judge_backend")
+        backend = given or make_backend(
+            resources.settings, on_batch=resources.metrics.observe_batch
+        )
+        resources.manage("judge", backend, close=given is None)  # a given one is the caller's
         judge = CachedJudge(
             backend,
             resources.cache,

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from judges.backends.base import JudgeBackend
+from judges.model_worker import BatchRecord
 from services.core.settings import Settings
 
 
-def make_backend(settings: Settings) -> JudgeBackend:
-    """``local`` (transformers, the default), ``openai`` (any compatible server) or ``vllm``."""
+def make_backend(
+    settings: Settings, *, on_batch: Callable[[BatchRecord], None] | None = None
+) -> JudgeBackend:
+    """``local`` (transformers, the default), ``openai`` (any compatible server) or ``vllm``.
+
+    ``on_batch`` sees every merged model call of the local backend (metrics).
+    """
     kind = settings.judge.backend
     if kind == "local":
         from judges.backends.local import LocalBackend
@@ -22,6 +28,9 @@ def make_backend(settings: Settings) -> JudgeBackend:
             max_input_tokens=settings.judge.max_input_tokens,
             timeout_s=settings.judge.timeout_s,
             prefix_min_tokens=settings.judge.prefix_min_tokens,
+            batch_max_rows=settings.judge.batch_max_rows,
+            batch_max_wait_s=settings.judge.batch_max_wait_ms / 1000,
+            on_batch=on_batch,
         )
     if kind == "openai":
         return _openai(settings)
@@ -64,8 +73,3 @@ def _vllm(settings: Settings) -> JudgeBackend:
         cache_dir=settings.models_dir,
         timeout_s=settings.judge.timeout_s,
     )
-
-
-def is_started(backend: Any) -> bool:
-    """Backends that load a model say so through ``started``; remote ones are always ready."""
-    return bool(getattr(backend, "started", True))

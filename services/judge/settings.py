@@ -28,6 +28,14 @@ class JudgeSettings(BaseModel):
         description="local: a prompt prefix shared by a batch runs once when it has at least "
         "this many tokens (0: off)",
     )
+    batch_max_rows: int = Field(
+        default=64,
+        ge=1,
+        description="local: prompts of concurrent requests merged into one model call (1: off)",
+    )
+    batch_max_wait_ms: float = Field(
+        default=5.0, ge=0, description="local: how long a merged call waits for more requests"
+    )
     max_concurrency: int = Field(default=8, ge=1, description="openai: requests in flight")
     rpm: int | None = Field(default=None, ge=1, description="openai: requests per minute")
     cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)

@@ -48,7 +48,8 @@ async def test_ready_is_503_while_the_model_cannot_load(tmp_path: Path, judge_ba
             diversity = await client.post("/v1/diversity/group", json={"completions": ["a", "b"]})
             error = assert_envelope(diversity, 503)
             assert "failed to load" in error["message"]
-            assert_envelope(await client.get("/health/ready"), 503)
+            ready = assert_envelope(await client.get("/health/ready"), 503)
+            assert "embedder (failed: " in ready["message"] and "no-such-model" in ready["message"]
             # Services that need no model keep working.
             assert (await client.post("/v1/ordinal/advantages", json=ADV)).status_code == 200
 
