@@ -37,8 +37,10 @@ class ConstraintError(ValueError):
 
 
 def schema_key(schema: Mapping[str, Any]) -> str:
-    """The canonical JSON text of a schema (the cache key)."""
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    """The JSON text of a schema (the cache key). Keys keep their order: the grammar
+    emits properties in the order the schema lists them (a judge's analysis before its
+    verdict), so two schemas that differ only in order are different grammars."""
+    return json.dumps(schema, separators=(",", ":"))
 
 
 class GrammarCache:
