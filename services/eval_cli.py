@@ -69,8 +69,7 @@ def judge(
     started = time.monotonic()
     if method not in ("pairwise", "scale"):
         raise typer.BadParameter("choose pairwise or scale", param_hint="--method")
-    outcomes = asyncio.run(_run(settings, votes, options, max_chars, batch, method, k))
-    config = {
+    config: dict[str, Any] = {
         "data": str(data),
         "backend": settings.judge.backend,
         "model": settings.judge.model,
@@ -86,18 +85,37 @@ def judge(
         "max_new_tokens": max_new_tokens,
         "verdict_fallback": verdict_fallback if mode == "generate" else None,
         "votes": len(votes),
-        "seconds": round(time.monotonic() - started, 1),
     }
+
+    def checkpoint(done: Any) -> None:  # a long run leaves a partial report behind
+        if out is not None:
+            partial = {**config, "partial": f"{len(done)} of {len(votes)} votes"}
+            partial["seconds"] = round(time.monotonic() - started, 1)
+            _write(out, ev.report(done, partial))
+
+    outcomes = asyncio.run(_run(settings, votes, options, max_chars, batch, method, k, checkpoint))
+    config["seconds"] = round(time.monotonic() - started, 1)
     rep = ev.report(outcomes, config)
     typer.echo(ev.table(rep))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rep, indent=2))
+        _write(out, rep)
         typer.echo(f"report written to {out}")
 
 
+def _write(out: Path, rep: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=2))
+
+
 async def _run(
-    settings: Any, votes: Any, options: Any, max_chars: int, batch: int, method: str, k: int
+    settings: Any,
+    votes: Any,
+    options: Any,
+    max_chars: int,
+    batch: int,
+    method: str,
+    k: int,
+    checkpoint: Any = None,
 ) -> Any:
     from services.core.cache import MemoryCache
     from services.judge import evaluation as ev
@@ -115,7 +133,13 @@ async def _run(
                     service, votes, k=k, max_chars=max_chars, batch=batch, progress=update
                 )
             return await ev.judge_votes(
-                service, votes, options, max_chars=max_chars, batch=batch, progress=update
+                service,
+                votes,
+                options,
+                max_chars=max_chars,
+                batch=batch,
+                progress=update,
+                checkpoint=checkpoint,
             )
     finally:
         await backend.aclose()

@@ -24,9 +24,9 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from judges.lifecycle import Lifecycle
 
@@ -43,6 +43,8 @@ FinishReason = Literal["stop", "length"]
 
 Role = Literal["system", "user", "assistant"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant"})
+MAX_SAMPLES = 16
+"""The most samples (``n``) one generate request may ask for."""
 
 
 class ChatMessage(TypedDict):
@@ -132,29 +134,64 @@ class GenerateRequest:
     """Generate the assistant's reply to ``messages``.
 
     ``temperature == 0`` is greedy decoding. With ``temperature > 0`` a ``seed`` makes
-    the sample reproducible for this item regardless of what else is in the batch.
+    the sample reproducible for this item regardless of what else is in the batch;
+    ``top_p < 1`` samples from the smallest set of tokens holding that much probability.
+    ``stop``: the reply ends just before the first of these strings (which is dropped).
+    ``n``: how many samples to draw (sample ``k`` uses ``seed + k``). ``json_schema``: a
+    JSON schema the reply must follow; backends enforce it while decoding where they can
+    (see :mod:`judges.generation`, which also validates what comes back).
     """
 
     messages: Sequence[ChatMessage]
     max_new_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
+    top_p: float = 1.0
+    stop: Sequence[str] = ()
+    n: int = 1
+    json_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedText:
+    """One sample of a reply: its text (special tokens removed) and token count."""
+
+    text: str
+    num_tokens: int = 0
+    finish_reason: FinishReason | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GenerateResult:
-    """The generated text (special tokens removed) with its token count."""
+    """The generated text (special tokens removed) with its token count.
+
+    ``text``, ``num_tokens`` and ``finish_reason`` describe the first sample; ``samples``
+    holds all ``n`` of them (see :meth:`all_samples`).
+    """
 
     status: ItemStatus
     text: str = ""
     num_tokens: int = 0
     finish_reason: FinishReason | None = None
     error: str | None = None
+    samples: tuple[GeneratedText, ...] = ()
 
     @property
     def ok(self) -> bool:
         """True when the item was generated."""
         return self.status == "ok"
+
+    def all_samples(self) -> tuple[GeneratedText, ...]:
+        """Every sample; a result built with only ``text`` has that one."""
+        if self.samples or not self.ok:
+            return self.samples
+        return (GeneratedText(self.text, self.num_tokens, self.finish_reason),)
+
+    @classmethod
+    def of(cls, samples: Sequence[GeneratedText]) -> GenerateResult:
+        """An ``ok`` result holding ``samples`` (at least one)."""
+        first = samples[0]
+        return cls("ok", first.text, first.num_tokens, first.finish_reason, None, tuple(samples))
 
     @classmethod
     def failed(cls, status: ItemStatus, error: str) -> GenerateResult:
@@ -234,4 +271,12 @@ def validate_generate(request: GenerateRequest) -> str | None:
         return "max_new_tokens must be at least 1"
     if not math.isfinite(request.temperature) or request.temperature < 0:
         return "temperature must be a finite number >= 0"
+    if not math.isfinite(request.top_p) or not 0 < request.top_p <= 1:
+        return "top_p must be in (0, 1]"
+    if not 1 <= request.n <= MAX_SAMPLES:
+        return f"n must be from 1 to {MAX_SAMPLES}"
+    if isinstance(request.stop, str) or any(not isinstance(s, str) or not s for s in request.stop):
+        return "stop must be a list of non-empty strings"
+    if request.json_schema is not None and not isinstance(request.json_schema, Mapping):
+        return "json_schema must be a JSON object"
     return None

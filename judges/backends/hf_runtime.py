@@ -31,8 +31,6 @@ import copy
 import functools
 import inspect
 import logging
-import math
-import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,7 @@ from typing import Any
 
 import torch
 
+from judges.backends import decoding
 from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
@@ -47,7 +46,6 @@ from judges.backends.base import (
     GenerateRequest,
     GenerateResult,
     validate_choice,
-    validate_generate,
 )
 from judges.backends.batching import (
     Row,
@@ -347,107 +345,9 @@ class HFRuntime:
     def generate(
         self, requests: Sequence[GenerateRequest], deadline: float | None = None
     ) -> list[GenerateResult]:
-        """Generate for every request; never raises for a single item."""
-        results: list[GenerateResult | None] = [None] * len(requests)
-        rows: list[Row] = []
-        for index, request in enumerate(requests):
-            problem = validate_generate(request)
-            if problem:
-                results[index] = GenerateResult.failed("invalid", problem)
-                continue
-            try:
-                ids = self.encode_prompt(request.messages)
-            except Exception as exc:
-                logger.warning("generate item %d failed to encode: %s", index, exc)
-                results[index] = GenerateResult.failed("error", f"encoding failed: {exc}")
-                continue
-            if (
-                len(ids) > self.max_input_tokens
-                or len(ids) + request.max_new_tokens > self.max_positions
-            ):
-                results[index] = GenerateResult.failed(
-                    "invalid", f"prompt too long ({len(ids)} tokens)"
-                )
-                continue
-            rows.append(Row(index, ids))
-
-        def run(chunk: list[Row]) -> None:
-            for row, result in zip(
-                chunk,
-                self._decode(chunk, [requests[r.owner] for r in chunk], deadline),
-                strict=True,
-            ):
-                results[row.owner] = result
-
-        run_in_chunks(rows, self.max_batch_size, run, results, GenerateResult.failed, deadline)
-        return [
-            r if r is not None else GenerateResult.failed("error", "not generated") for r in results
-        ]
-
-    def _decode(
-        self, rows: list[Row], requests: list[GenerateRequest], deadline: float | None
-    ) -> list[GenerateResult]:
-        """Batched incremental decoding with a KV cache and per-row sampling settings."""
-        input_ids, mask, positions = pad_left(rows, self.pad_id, self.device)
-        generators = [_generator(r.seed) if r.temperature > 0 else None for r in requests]
-        budgets = torch.tensor([r.max_new_tokens for r in requests], device=self.device)
-        stop = torch.tensor(self.stop_ids, device=self.device)
-        tokens: list[list[int]] = [[] for _ in rows]
-        done = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
-        stopped = torch.zeros_like(done)
-        output = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        for step in range(int(budgets.max())):
-            if deadline is not None and time.monotonic() > deadline:
-                return [
-                    GenerateResult.failed("timeout", "deadline exceeded while generating")
-                ] * len(rows)
-            chosen = self._next_tokens(output.logits[:, -1, :].float(), requests, generators, done)
-            hit_stop = torch.isin(chosen, stop) & ~done
-            for i in torch.nonzero(~done & ~hit_stop).flatten().tolist():
-                tokens[i].append(int(chosen[i]))
-            stopped |= hit_stop
-            done |= hit_stop | (budgets <= step + 1)
-            if bool(done.all()):
-                break
-            chosen = torch.where(done, torch.full_like(chosen, self.pad_id), chosen)
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            positions = positions[:, -1:] + 1
-            output = self.model(
-                input_ids=chosen[:, None],
-                attention_mask=mask,
-                position_ids=positions,
-                use_cache=True,
-                **{self._cache_kwarg: _output_cache(output)},
-            )
-        return [self._result(ids, bool(hit)) for ids, hit in zip(tokens, stopped, strict=True)]
-
-    def _next_tokens(
-        self,
-        logits: torch.Tensor,
-        requests: list[GenerateRequest],
-        generators: list[torch.Generator | None],
-        done: torch.Tensor,
-    ) -> torch.Tensor:
-        """Greedy picks for every row, then a seeded sample for rows with temperature > 0."""
-        chosen = logits.argmax(dim=-1)
-        for i, (request, generator) in enumerate(zip(requests, generators, strict=True)):
-            if generator is not None and not bool(done[i]):
-                chosen[i] = _sample(logits[i], request.temperature, generator)
-        return chosen
-
-    def _result(self, tokens: list[int], stopped: bool) -> GenerateResult:
-        return GenerateResult(
-            status="ok",
-            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
-            num_tokens=len(tokens),
-            finish_reason="stop" if stopped else "length",
-        )
+        """Generate for every request (samples, stops, JSON schemas, shared-prefix reuse:
+        see :mod:`judges.backends.decoding`); never raises for a single item."""
+        return decoding.generate(self, requests, deadline)
 
 
 def _full_attention_only(config: Any) -> bool:
@@ -463,19 +363,3 @@ def _full_attention_only(config: Any) -> bool:
 def _output_cache(output: Any) -> Any:
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
-
-
-def _sample(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if not math.isfinite(float(probs.sum())):
-        return int(torch.argmax(logits))
-    return int(torch.multinomial(probs.cpu(), 1, generator=generator))
-
-
-def _generator(seed: int | None) -> torch.Generator:
-    generator = torch.Generator()
-    if seed is None:
-        generator.seed()
-    else:
-        generator.manual_seed(seed)
-    return generator

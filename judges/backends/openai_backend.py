@@ -48,6 +48,7 @@ from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
     ChoiceResult,
+    GeneratedText,
     GenerateRequest,
     GenerateResult,
     ItemStatus,
@@ -293,12 +294,11 @@ class OpenAIBackend:
         if problem:
             return GenerateResult.failed("invalid", problem)
         body = self._chat_body(request.messages, "", request.max_new_tokens, request.temperature)
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body.update(generation_fields(request))
         reply = await self._send(body)
         if reply.body is None:
             return GenerateResult.failed(reply.status, reply.error)
-        return _generate_result(reply.body)
+        return _generate_result(reply.body, request.n)
 
     def _chat_body(
         self, messages: Sequence[ChatMessage], prefix: str, max_tokens: int, temperature: float
@@ -446,12 +446,56 @@ def _message_text(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _generate_result(body: Mapping[str, Any]) -> GenerateResult:
-    text = _message_text(body)
-    if text is None:
+def generation_fields(request: GenerateRequest) -> dict[str, Any]:
+    """The chat-completion fields for a request's seed, ``top_p``, ``stop``, ``n`` and schema.
+
+    A schema goes as ``response_format: {"type": "json_schema", ...}`` (vLLM enforces it
+    with guided decoding; servers that ignore it are caught by :mod:`judges.generation`,
+    which validates every reply).
+
+    >>> generation_fields(GenerateRequest([], n=2, stop=["\\n"]))
+    {'stop': ['\\n'], 'n': 2}
+    """
+    fields: dict[str, Any] = {}
+    if request.seed is not None:
+        fields["seed"] = request.seed
+    if request.top_p < 1.0:
+        fields["top_p"] = request.top_p
+    if request.stop:
+        fields["stop"] = list(request.stop)
+    if request.n > 1:
+        fields["n"] = request.n
+    if request.json_schema is not None:
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": dict(request.json_schema), "strict": True},
+        }
+    return fields
+
+
+def _generate_result(body: Mapping[str, Any], n: int = 1) -> GenerateResult:
+    """Every choice as a sample, in ``index`` order (``n`` of them expected)."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return GenerateResult.failed("error", "the response has no choices")
+    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    samples = [_sample(choice) for choice in ordered]
+    if any(s is None for s in samples):
         return GenerateResult.failed("error", "the response has no message content")
+    if len(samples) < n:
+        return GenerateResult.failed("error", f"asked for {n} samples, got {len(samples)}")
     usage = body.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    length = body["choices"][0].get("finish_reason") == "length"
-    count = tokens if isinstance(tokens, int) else 0
-    return GenerateResult("ok", text, count, "length" if length else "stop")
+    found = [s for s in samples if s is not None][:n]
+    if n == 1 and isinstance(tokens, int):  # usage counts all choices together
+        found[0] = dataclasses.replace(found[0], num_tokens=tokens)
+    return GenerateResult.of(found)
+
+
+def _sample(choice: Any) -> GeneratedText | None:
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        return None
+    length = choice.get("finish_reason") == "length"
+    return GeneratedText(content, 0, "length" if length else "stop")

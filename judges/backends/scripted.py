@@ -21,6 +21,7 @@ from judges.backends.base import (
     BackendInfo,
     ChoiceRequest,
     ChoiceResult,
+    GeneratedText,
     GenerateRequest,
     GenerateResult,
     ItemStatus,
@@ -55,11 +56,12 @@ class ScriptedBackend:
     """A :class:`~judges.backends.base.JudgeBackend` whose answers come from functions.
 
     ``choose`` returns one log-probability per candidate; ``reply`` returns the generated
-    text (cut to ``max_new_tokens`` whitespace-separated words). A script that raises
-    :class:`ScriptedFailure` gives its item that status; any other exception gives
-    ``error``. ``calls`` records every request batch, so a test can check what the service
-    sent; with ``delay`` set, each call sleeps that long and ``max_in_flight`` records how
-    many calls overlapped.
+    text (cut at the first ``stop`` string, then to ``max_new_tokens`` whitespace-separated
+    words), called once per sample when ``n > 1``; a ``json_schema`` is not enforced. A
+    script that raises :class:`ScriptedFailure` gives its item that status; any other
+    exception gives ``error``. ``calls`` records every request batch, so a test can check
+    what the service sent; with ``delay`` set, each call sleeps that long and
+    ``max_in_flight`` records how many calls overlapped.
     """
 
     def __init__(
@@ -134,16 +136,31 @@ class ScriptedBackend:
         problem = validate_generate(request)
         if problem:
             return GenerateResult.failed("invalid", problem)
-        try:
-            words = self._reply(request).split(" ")
-        except ScriptedFailure as exc:
-            return GenerateResult.failed(exc.status, str(exc))
-        except Exception as exc:
-            return GenerateResult.failed("error", f"{type(exc).__name__}: {exc}")
-        truncated = len(words) > request.max_new_tokens
-        return GenerateResult(
-            status="ok",
-            text=" ".join(words[: request.max_new_tokens]),
-            num_tokens=min(len(words), request.max_new_tokens),
-            finish_reason="length" if truncated else "stop",
-        )
+        samples = []
+        for _ in range(request.n):  # the script runs once per sample
+            try:
+                text = self._reply(request)
+            except ScriptedFailure as exc:
+                return GenerateResult.failed(exc.status, str(exc))
+            except Exception as exc:
+                return GenerateResult.failed("error", f"{type(exc).__name__}: {exc}")
+            samples.append(_as_sample(text, request))
+        return GenerateResult.of(samples)
+
+
+def _as_sample(text: str, request: GenerateRequest) -> GeneratedText:
+    """The script's text cut at the first stop string, then at ``max_new_tokens`` words.
+
+    The schema is not enforced here (the script decides what comes back), so a test can
+    send a reply that does not validate, as a server that ignores schemas would.
+    """
+    cuts = [i for i in (text.find(s) for s in request.stop) if i >= 0]
+    if cuts:
+        text = text[: min(cuts)]
+    words = text.split(" ")
+    truncated = len(words) > request.max_new_tokens
+    return GeneratedText(
+        " ".join(words[: request.max_new_tokens]),
+        min(len(words), request.max_new_tokens),
+        "length" if truncated else "stop",
+    )

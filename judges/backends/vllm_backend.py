@@ -45,6 +45,7 @@ from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
     ChoiceResult,
+    GeneratedText,
     GenerateRequest,
     GenerateResult,
     ItemStatus,
@@ -71,7 +72,8 @@ class VLLMRuntime:
     """Blocking choice scoring and generation on a ``vllm.LLM`` (call from one thread).
 
     ``sampling_params`` is ``vllm.SamplingParams`` (injectable so the plumbing can be
-    tested without a GPU).
+    tested without a GPU); ``structured`` names the ``SamplingParams`` field for guided
+    decoding and its parameter class (see :func:`guided_decoding`).
     """
 
     def __init__(
@@ -81,9 +83,11 @@ class VLLMRuntime:
         *,
         top_logprobs: int = 20,
         max_model_len: int | None = None,
+        structured: tuple[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.llm = llm
         self.sampling_params = sampling_params
+        self.structured = structured
         self.top_logprobs = top_logprobs
         self.tokenizer = llm.get_tokenizer()
         self.max_len = max_model_len or _engine_max_len(llm)
@@ -197,21 +201,40 @@ class VLLMRuntime:
                 results[index] = prepared
                 continue
             rows.append(prepared)
-            seed = request.seed if request.temperature > 0 else None
-            params.append(
-                self.sampling_params(
-                    max_tokens=request.max_new_tokens, temperature=request.temperature, seed=seed
-                )
-            )
+            params.append(self._generate_params(request))
         for row, output in self._run(rows, params, results, GenerateResult.failed):
-            completion = output.outputs[0]
-            results[row.owner] = GenerateResult(
-                status="ok",
-                text=completion.text,
-                num_tokens=len(completion.token_ids),
-                finish_reason="length" if completion.finish_reason == "length" else "stop",
+            results[row.owner] = GenerateResult.of(
+                [
+                    GeneratedText(
+                        completion.text,
+                        len(completion.token_ids),
+                        "length" if completion.finish_reason == "length" else "stop",
+                    )
+                    for completion in output.outputs
+                ]
             )
         return [r or GenerateResult.failed("error", "not generated") for r in results]
+
+    def _generate_params(self, request: GenerateRequest) -> Any:
+        """Sampling parameters, with the JSON schema as guided decoding when there is one."""
+        extra: dict[str, Any] = {}
+        if request.top_p < 1.0:
+            extra["top_p"] = request.top_p
+        if request.stop:
+            extra["stop"] = list(request.stop)
+        if request.n > 1:
+            extra["n"] = request.n
+        if request.json_schema is not None:
+            if self.structured is None:
+                raise ValueError("this vLLM has no guided decoding")
+            field_name, params_class = self.structured
+            extra[field_name] = params_class(json=dict(request.json_schema))
+        return self.sampling_params(
+            max_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            seed=request.seed if request.temperature > 0 else None,
+            **extra,
+        )
 
     def _prepare_generate(self, index: int, request: GenerateRequest) -> GenerateResult | _Row:
         problem = validate_generate(request)
@@ -224,6 +247,8 @@ class VLLMRuntime:
             return GenerateResult.failed("error", f"encoding failed: {exc}")
         if len(ids) + request.max_new_tokens > self.max_len:
             return GenerateResult.failed("invalid", f"prompt too long ({len(ids)} tokens)")
+        if request.json_schema is not None and self.structured is None:
+            return GenerateResult.failed("invalid", "this vLLM has no guided decoding")
         return _Row(index, ids, [])
 
     def _run(
@@ -245,6 +270,24 @@ class VLLMRuntime:
                 results[row.owner] = failed("error", f"{type(exc).__name__}: {exc}")
             return []
         return list(zip(rows, outputs, strict=True))
+
+
+def guided_decoding() -> tuple[str, Callable[..., Any]] | None:
+    """vLLM's guided decoding: ``SamplingParams(structured_outputs=StructuredOutputsParams
+    (json=...))`` from vLLM 0.11 on, ``guided_decoding=GuidedDecodingParams(json=...)``
+    before; None when neither exists."""
+    try:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return "structured_outputs", StructuredOutputsParams
+    except ImportError:
+        pass
+    try:
+        from vllm.sampling_params import GuidedDecodingParams
+
+        return "guided_decoding", GuidedDecodingParams
+    except ImportError:
+        return None
 
 
 def _has_prefix_pair(tokenized: list[list[int]]) -> bool:
@@ -375,7 +418,12 @@ class VLLMBackend:
         model = self._resolve_model()
         kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
         llm = vllm.LLM(model=model, **kwargs)
-        return VLLMRuntime(llm, vllm.SamplingParams, top_logprobs=self._top_logprobs)
+        return VLLMRuntime(
+            llm,
+            vllm.SamplingParams,
+            top_logprobs=self._top_logprobs,
+            structured=guided_decoding(),
+        )
 
     def _resolve_model(self) -> str:
         from judges.backends.convert import resolve_model_dir

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from judges.backends.base import (
     ChoiceRequest,
     ChoiceResult,
+    GeneratedText,
     GenerateRequest,
     GenerateResult,
     JudgeBackend,
@@ -147,6 +148,8 @@ def _encode(result: ChoiceResult | GenerateResult) -> bytes:
 def _decode(result_type: type[Res], raw: bytes) -> Res:
     data = json.loads(raw)
     for name, value in data.items():
-        if isinstance(value, list):
+        if name == "samples":  # GenerateResult's samples: GeneratedText fields
+            data[name] = tuple(GeneratedText(**sample) for sample in value)
+        elif isinstance(value, list):
             data[name] = tuple(value)
     return result_type(**data)

@@ -14,7 +14,7 @@ import asyncio
 import json
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +102,8 @@ class VoteOutcome:
     consistent: bool | None
     p_first: list[float | None] = field(default_factory=list)
     status: str = "ok"
+    sources: list[str] = field(default_factory=list)
+    """Each order's status and verdict source, as ``status/source`` (``ok/structured``)."""
 
 
 async def judge_votes(
@@ -112,8 +114,10 @@ async def judge_votes(
     max_chars: int,
     batch: int = 8,
     progress: Callable[[int], None] | None = None,
+    checkpoint: Callable[[Sequence[VoteOutcome]], None] | None = None,
 ) -> list[VoteOutcome]:
-    """Judge every vote (both orders when ``options.swap``), ``batch`` votes at a time."""
+    """Judge every vote (both orders when ``options.swap``), ``batch`` votes at a time;
+    ``checkpoint`` gets the outcomes so far after each batch (a long run's partial report)."""
     outcomes: list[VoteOutcome] = []
     for start in range(0, len(votes), batch):
         chunk = votes[start : start + batch]
@@ -122,6 +126,8 @@ async def judge_votes(
         )
         if progress is not None:
             progress(len(chunk))
+        if checkpoint is not None:
+            checkpoint(outcomes)
     return outcomes
 
 
@@ -186,6 +192,7 @@ async def _judge_one(
         result.consistent,
         [o.p_first for o in result.orders],
         result.status,
+        [f"{o.status}/{o.verdict_source}" for o in result.orders],
     )
 
 
@@ -223,6 +230,7 @@ def summarize(outcomes: Sequence[VoteOutcome]) -> dict[str, Any]:
         "judge_tie_rate": _rate(o.winner == "tie" for o in judged),
         "position_consistency": _rate(o.consistent for o in judged if o.consistent is not None),
         "first_slot_preference": _rate(p > 0.5 for p in firsts if p != 0.5),
+        "orders_by_source": dict(Counter(s for o in outcomes for s in o.sources)),
     }
 
 

@@ -10,14 +10,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from judges.backends.base import ChoiceResult, GenerateResult
+from judges.generation import GenerationResult
 from judges.parsing import parse_pairwise_verdict
 from services.core.schemas import ItemStatus
 
 Order = Literal["ab", "ba"]
 Status = ItemStatus
-Source = Literal["logprob", "parsed", "scored"]
-"""Where an order's verdict came from: letter probabilities, a parsed verdict line, or the
-letter probabilities scored after a reply that had no parseable verdict."""
+Source = Literal["logprob", "parsed", "scored", "structured"]
+"""Where an order's verdict came from: letter probabilities, a parsed verdict line, the
+letter probabilities scored after a reply that had no parseable verdict, or the ``verdict``
+field of a reply generated under a JSON schema."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,19 @@ def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
         return OrderJudgment(order, None, "unparseable", verdict.reason, result.text)
     p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[verdict.winner or "tie"]
     return OrderJudgment(order, p_first, "ok", reply=result.text, source="parsed")
+
+
+def from_structured(order: Order, result: GenerationResult) -> OrderJudgment:
+    """The ``verdict`` field ("A", "B" or "tie") of a schema-valid reply; a reply that does
+    not validate (cut at the token budget, or a server that ignored the schema) is kept as
+    an ``unparseable`` order with its raw text, like a free-text reply without a verdict."""
+    if not result.ok:
+        return OrderJudgment(order, None, result.status, result.error)
+    sample = result.samples[0]
+    if not sample.ok:
+        return OrderJudgment(order, None, "unparseable", sample.error, sample.text)
+    p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[sample.value["verdict"]]
+    return OrderJudgment(order, p_first, "ok", reply=sample.text, source="structured")
 
 
 def from_scored_verdict(unparsed: OrderJudgment, result: ChoiceResult) -> OrderJudgment:

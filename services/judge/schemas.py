@@ -20,11 +20,11 @@ class JudgeOptions(StrictModel):
     mode: Mode = Field(
         default="logprob",
         description="logprob: one forward pass per order (P(A) vs P(B)); generate: reason, "
-        "then a parsed verdict",
+        "then a verdict (the default template asks for a JSON object under a schema)",
     )
     swap: bool = Field(default=True, description="judge both orders (position-bias control)")
     template: str | None = Field(
-        default=None, description="template name@version (default pairwise@1 / pairwise_generate@1)"
+        default=None, description="template name@version (default pairwise@1 / pairwise_json@1)"
     )
     tie_margin: float = Field(
         default=0.0, ge=0, le=0.5, description="|p_a - 0.5| below this is a tie"
@@ -54,10 +54,11 @@ class OrderResult(BaseModel):
     verdict: Literal["first", "second"] | None = None
     error: str | None = None
     reply: str | None = None
-    verdict_source: Literal["logprob", "parsed", "scored"] | None = Field(
+    verdict_source: Literal["logprob", "parsed", "scored", "structured"] | None = Field(
         default=None,
         description="logprob: letter probabilities; parsed: the reply's verdict line; "
-        "scored: letter probabilities after a reply without a parseable verdict",
+        "scored: letter probabilities after a reply without a parseable verdict; "
+        "structured: the verdict field of a reply generated under a JSON schema",
     )
 
 

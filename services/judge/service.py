@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import Prompt, completion_ids
 from services.judge import orders as order_logic
+from services.judge import structured
 from services.judge.cached import CachedJudge
 from services.judge.pairing import ANCHOR, make_pairs
 from services.judge.schemas import (
@@ -36,7 +38,7 @@ from services.judge.scoring import PairOutcome, score_group
 from services.judge.settings import JudgeSettings
 
 FAILED = ("error", "timeout", "invalid")
-DEFAULT_TEMPLATES = {"logprob": "pairwise@1", "generate": "pairwise_generate@1"}
+DEFAULT_TEMPLATES = {"logprob": "pairwise@1", "generate": "pairwise_json@1"}
 
 
 def prompt_text(prompt: Prompt) -> str:
@@ -176,19 +178,30 @@ class JudgeService:
             for (index, order), result in zip(plan, choice, strict=True):
                 per_pair[index].append(order_logic.from_choice(order, result))
         else:
-            gen_requests = [
-                p.generate_request(max_new_tokens=options.max_new_tokens) for p in prompts
-            ]
-            generated = await self._judge.generate(gen_requests, use_cache=options.cache)
-            judged = [
-                order_logic.from_generation(order, gen)
-                for (_, order), gen in zip(plan, generated, strict=True)
-            ]
+            judged = await self._generate_orders(template, prompts, [o for _, o in plan], options)
             if options.verdict_fallback == "score" and self._judge.backend.info.supports_logprobs:
                 judged = await self._score_unparsed(prompts, judged, options.cache)
             for (index, _), judgment in zip(plan, judged, strict=True):
                 per_pair[index].append(judgment)
         return [order_logic.combine(tuple(o), options.tie_margin) for o in per_pair]
+
+    async def _generate_orders(
+        self,
+        template: PromptTemplate,
+        prompts: Sequence[RenderedPrompt],
+        orders: Sequence[order_logic.Order],
+        options: JudgeOptions,
+    ) -> list[order_logic.OrderJudgment]:
+        """A reply per prompt: a JSON verdict under a schema (``parser = "json"``
+        templates), else free text with a parsed ``Verdict:`` line."""
+        call = functools.partial(self._judge.generate, use_cache=options.cache)
+        if template.parser == structured.JSON_PARSER:
+            return await structured.judge_structured(call, prompts, orders, options.max_new_tokens)
+        generated = await call([p.generate_request(options.max_new_tokens) for p in prompts])
+        return [
+            order_logic.from_generation(order, gen)
+            for order, gen in zip(orders, generated, strict=True)
+        ]
 
     async def _score_unparsed(
         self,
@@ -296,6 +309,7 @@ class JudgeService:
             sampling["verdict_fallback"] = int(
                 options.verdict_fallback == "score" and info.supports_logprobs
             )
+            sampling["structured"] = int(template.parser == structured.JSON_PARSER)
         return JudgeStamp(
             backend=info.name,
             model=info.model_id,

@@ -2,12 +2,14 @@
 
 It prefers the response containing "GOOD", can favour the first slot, and fails on purpose
 for prompts containing "FAIL" (error), "SLOW" (timeout) or "TOOLONG" (invalid), or
-everywhere when ``down``. For tests of parsing and aggregation only, never the only proof
+everywhere when ``down``. Asked for a JSON schema, it replies with a JSON verdict (cut short
+for "UNCLEAR"). For tests of parsing and aggregation only, never the only proof
 that a feature works.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -56,6 +58,11 @@ class ScriptedBackend(LibraryScriptedBackend):
     def _reply_script(self, request: GenerateRequest) -> str:
         text = "\n".join(m["content"] for m in request.messages)
         self._check(text)
+        letter = "A" if self._p_first(text) > 0.5 else "B"
+        if request.json_schema is not None:  # a JSON reply; UNCLEAR: cut before the verdict
+            if "UNCLEAR" in text:
+                return '{"analysis": "Both have merits.'
+            return json.dumps({"analysis": "Reasoning...", "verdict": letter})
         if "UNCLEAR" in text:
             return "Both have merits."
-        return f"Reasoning... [[{'A' if self._p_first(text) > 0.5 else 'B'}]]"
+        return f"Reasoning... [[{letter}]]"

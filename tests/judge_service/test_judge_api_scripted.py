@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import httpx
@@ -118,32 +119,60 @@ async def test_a_down_backend_is_a_503(
     assert_envelope(s, 503)
 
 
-async def test_generate_mode_parses_verdicts(judge_client: httpx.AsyncClient) -> None:
+async def test_generate_mode_asks_for_a_json_verdict(
+    judge_client: httpx.AsyncClient, scripted: ScriptedBackend
+) -> None:
     body = {"prompt": "Q", "response_a": "meh", "response_b": "GOOD", "mode": "generate"}
+    data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
+    assert data["winner"] == "b" and data["judge"]["template"] == "pairwise_json@1"
+    assert json.loads(data["orders"][0]["reply"])["verdict"] == "B"
+    assert {o["verdict_source"] for o in data["orders"]} == {"structured"}
+    assert data["judge"]["sampling"]["structured"] == 1
+    [sent] = scripted.calls
+    schema = sent[0].json_schema  # type: ignore[union-attr]
+    assert schema is not None and schema["properties"]["verdict"]["enum"] == ["A", "B", "tie"]
+    assert schema["properties"]["analysis"]["maxLength"] == (256 - 16) * 3
+
+
+async def test_generate_mode_parses_verdict_lines_with_a_text_template(
+    judge_client: httpx.AsyncClient,
+) -> None:
+    body = {
+        "prompt": "Q",
+        "response_a": "meh",
+        "response_b": "GOOD",
+        "mode": "generate",
+        "template": "pairwise_generate@1",
+    }
     data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
     assert data["winner"] == "b" and data["judge"]["template"] == "pairwise_generate@1"
     assert data["orders"][0]["reply"].endswith("[[B]]")
     assert {o["verdict_source"] for o in data["orders"]} == {"parsed"}
+    assert data["judge"]["sampling"]["structured"] == 0
     unclear = {**body, "response_a": "UNCLEAR", "verdict_fallback": "none"}
     data = (await judge_client.post("/v1/judge/pairwise", json=unclear)).json()
     assert data["winner"] == "tie" and data["status"] == "unparseable"
     assert data["judge"]["sampling"]["verdict_fallback"] == 0
 
 
-async def test_generate_mode_scores_the_verdict_after_an_unparseable_reply(
+async def test_generate_mode_scores_the_verdict_after_an_invalid_json_reply(
     judge_client: httpx.AsyncClient, scripted: ScriptedBackend
 ) -> None:
     body = {"prompt": "Q", "response_a": "UNCLEAR", "response_b": "GOOD", "mode": "generate"}
     data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
     assert data["status"] == "ok" and data["winner"] == "b", data
     assert [o["verdict_source"] for o in data["orders"]] == ["scored", "scored"]
-    assert data["orders"][0]["reply"] == "Both have merits.", "the reply is kept"
+    assert data["orders"][0]["reply"] == '{"analysis": "Both have merits.', "the reply is kept"
     assert data["judge"]["sampling"]["verdict_fallback"] == 1
     scored = scripted.calls[-1]
     assert len(scored) == 2 and all(
-        r.assistant_prefix == "Both have merits.\n\nVerdict: [["
+        r.assistant_prefix == '{"analysis": "Both have merits.", "verdict": "'
         for r in scored  # type: ignore[union-attr]
-    ), "the letter is scored right after the judge's own reply"
+    ), "the letter is scored right after the judge's own reply, as the verdict field"
+    without = {**body, "verdict_fallback": "none"}
+    data = (await judge_client.post("/v1/judge/pairwise", json=without)).json()
+    assert data["status"] == "unparseable" and data["winner"] == "tie"
+    assert "not JSON" in data["orders"][0]["error"] or "cut" in data["orders"][0]["error"]
 
 
 async def test_scale_distribution_feeds_ordinal(judge_client: httpx.AsyncClient) -> None:

@@ -9,6 +9,7 @@ requests apart. Retry sleeps are injected and recorded, never waited out.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import socket
@@ -33,6 +34,7 @@ from judges.backends.openai_backend import (
     is_verdict,
     verdict_result,
 )
+from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -90,6 +92,28 @@ def verdict_only(body: dict[str, Any], *, drop: bool = False) -> JSONResponse:
     return chat_reply(content, drop_logprobs=drop)
 
 
+def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
+    """``n`` choices (listed last first): JSON under a ``response_format`` schema, unless the
+    server ignores it; ``one-choice`` answers one choice whatever ``n`` is."""
+    n = 1 if behaviour == "one-choice" else int(body.get("n", 1))
+    follows = "response_format" in body and behaviour != "ignores-schema"
+    choices = [
+        {
+            "index": i,
+            "message": {
+                "role": "assistant",
+                "content": json.dumps({"answer": i}) if follows else "Sure! The answer is 1.",
+            },
+            "finish_reason": "stop",
+        }
+        for i in reversed(range(n))
+    ]
+    usage = {"prompt_tokens": 5, "completion_tokens": 4 * n}
+    return JSONResponse(
+        {"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
+    )
+
+
 def error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "code": code}}, code, headers=headers)
 
@@ -109,6 +133,8 @@ async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
         return error(400, "unknown field 'frobnicate'")
     if behaviour == "not-json":
         return Response("<html>gateway</html>", 200, media_type="text/html")
+    if behaviour in ("structured", "ignores-schema", "one-choice"):
+        return structured(body, behaviour)
     await asyncio.sleep({"hang": HANG_S, "slow": 0.05}.get(behaviour, 0))
     return proper(body)
 
@@ -421,3 +447,48 @@ async def test_a_model_is_looked_up_on_first_use_when_start_was_skipped(harness:
     async with harness.backend("proper", model="") as backend:
         [result] = await backend.generate([GenerateRequest(messages=[user("hi")])])
         assert result.ok and backend.info.model_id == MODEL
+
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+async def test_structured_generation_sends_the_schema_and_validates_replies(
+    harness: Harness,
+) -> None:
+    request = GenerationRequest(
+        [user("hi")],
+        Sampling(max_new_tokens=32, temperature=0.7, top_p=0.9, seed=4),
+        stop=["\n\n"],
+        n=3,
+        schema=ANSWER_SCHEMA,
+    )
+    async with harness.backend("structured") as backend:
+        [result] = await generate(backend.generate, [request])
+    assert result.ok and [s.value for s in result.samples] == [{"answer": i} for i in range(3)]
+    [body] = harness.run.bodies
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": ANSWER_SCHEMA, "strict": True},
+    }
+    assert (body["n"], body["stop"], body["top_p"], body["seed"]) == (3, ["\n\n"], 0.9, 4)
+    plain = GenerationRequest([user("hi")])
+    async with harness.backend("structured") as backend:
+        [text] = await generate(backend.generate, [plain])
+    assert text.samples[0].value == "Sure! The answer is 1."
+    assert not {"response_format", "n", "stop", "top_p"} & set(harness.run.bodies[-1])
+
+
+async def test_a_server_that_ignores_the_schema_gives_invalid_output(harness: Harness) -> None:
+    request = GenerationRequest([user("hi")], n=2, schema=ANSWER_SCHEMA)
+    async with harness.backend("ignores-schema") as backend:
+        [result] = await generate(backend.generate, [request])
+    assert result.ok and [s.status for s in result.samples] == ["invalid_output"] * 2
+    assert result.samples[0].text == "Sure! The answer is 1." and result.samples[0].error
+    async with harness.backend("one-choice") as backend:
+        [short] = await generate(backend.generate, [request])
+    assert short.status == "error" and "2 samples" in (short.error or "")

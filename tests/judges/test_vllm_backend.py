@@ -123,7 +123,8 @@ class ToyLLM:
             finish_reason="length" if params.max_tokens <= 5 else "stop",
             logprobs=[top],
         )
-        return SimpleNamespace(outputs=[completion], prompt_logprobs=prompt_logprobs)
+        samples = [completion] * int(getattr(params, "n", 1))
+        return SimpleNamespace(outputs=samples, prompt_logprobs=prompt_logprobs)
 
 
 def toy_runtime(top_logprobs: int = 20, delay_s: float = 0.0) -> VLLMRuntime:
@@ -218,6 +219,37 @@ def test_generate_sends_per_item_sampling_settings() -> None:
     assert len(rows) == 3
     assert [p.seed for p in params] == [None, 5, None]  # a seed only matters when sampling
     assert [p.temperature for p in params] == [0.0, 0.8, 0.0]
+
+
+@dataclass
+class GuidedParams(ToyParams):
+    top_p: float = 1.0
+    n: int = 1
+    stop: list[str] | None = None
+    structured_outputs: Any = None
+
+
+def test_generate_sends_samples_stops_and_the_schema_as_guided_decoding() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    runtime = VLLMRuntime(
+        ToyLLM(), GuidedParams, structured=("structured_outputs", SimpleNamespace)
+    )
+    [result, plain] = runtime.generate(
+        [
+            GenerateRequest(
+                [user("hi")], 8, temperature=0.5, top_p=0.8, stop=["\n"], n=3, json_schema=schema
+            ),
+            GenerateRequest([user("hi")], 8),
+        ]
+    )
+    assert result.ok and len(result.all_samples()) == 3 and len(plain.all_samples()) == 1
+    [(_, [guided, free])] = runtime.llm.calls
+    assert isinstance(guided, GuidedParams) and guided.structured_outputs.json == schema
+    assert (guided.n, guided.top_p, guided.stop) == (3, 0.8, ["\n"])
+    assert isinstance(free, GuidedParams) and free.structured_outputs is None
+    without = VLLMRuntime(ToyLLM(), GuidedParams)  # a vLLM with no guided decoding
+    [refused] = without.generate([GenerateRequest([user("hi")], 8, json_schema=schema)])
+    assert refused.status == "invalid" and "guided decoding" in (refused.error or "")
 
 
 class ToyVLLMBackend(VLLMBackend):
@@ -368,3 +400,23 @@ async def test_gpu_engine_work_does_not_block_the_event_loop(gpu_backend: VLLMBa
     )
     beat.cancel()
     assert ticks > 2
+
+
+@pytest.mark.slow
+async def test_gpu_guided_decoding_gives_schema_valid_json(gpu_backend: VLLMBackend) -> None:
+    from judges.generation import GenerationRequest, Sampling, generate
+    from services.judge.structured import verdict_schema
+
+    schema = verdict_schema(64)
+    requests = [
+        GenerationRequest(
+            [user(q)], Sampling(max_new_tokens=64, temperature=0.8, seed=1), n=2, schema=schema
+        )
+        for q in ("Is A (4) or B (5) the sum of 2 and 2?", "Pick A or B.")
+    ]
+    results = await generate(gpu_backend.generate, requests)
+    for result in results:
+        assert result.ok and len(result.samples) == 2, result.error
+        for sample in result.samples:
+            assert sample.ok, (sample.text, sample.error)
+            assert sample.value["verdict"] in ("A", "B", "tie")
