@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from fastapi import Request
 
@@ -50,5 +52,40 @@ def require_scope(scope: Scope) -> Callable[[Request], Awaitable[None]]:
             raise Unauthorized("missing or unknown API key (send 'Authorization: Bearer KEY')")
         if scope not in scopes:
             raise Forbidden(f"this API key lacks the {scope.value!r} scope")
+
+    return dependency
+
+
+def key_owner(key: str) -> str:
+    """A stable, non-secret name for an API key (a short sha256), stored beside what it made."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the key's owner name (None when auth is off) and whether it is an admin.
+
+    With no keys configured the server is open and every caller is an admin.
+    """
+
+    owner: str | None
+    admin: bool
+
+
+def caller_with(*scopes: Scope) -> Callable[[Request], Awaitable[Caller]]:
+    """A FastAPI dependency: the :class:`Caller`, whose key must hold one of ``scopes``."""
+
+    async def dependency(request: Request) -> Caller:
+        settings: Settings = request.app.state.settings
+        if not settings.api_keys:
+            return Caller(owner=None, admin=True)
+        key = _presented_key(request)
+        held = scopes_for(settings, key)
+        if key is None or held is None:
+            raise Unauthorized("missing or unknown API key (send 'Authorization: Bearer KEY')")
+        if not held & set(scopes):
+            names = " or ".join(repr(s.value) for s in scopes)
+            raise Forbidden(f"this API key lacks the {names} scope")
+        return Caller(owner=key_owner(key), admin=Scope.admin in held)
 
     return dependency

@@ -18,7 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from services.core import db
 from services.core.cache import Cache, make_cache
 from services.core.embedder import BatchedEmbedder, Embedder
-from services.core.jobs import JobQueue, JobRegistry, make_job_queue
+from services.core.jobs.context import JobRegistry
+from services.core.jobs.queues import JobQueue, make_job_queue
+from services.core.jobs.store import JobStore
 from services.core.metrics import Metrics
 from services.core.records import IdempotencyStore, ScoredGroupRepository
 from services.core.settings import Settings
@@ -43,6 +45,11 @@ class Resources:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     loaders: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _loading: asyncio.Task[None] | None = None
+
+    async def loaded(self) -> None:
+        """Wait until every model has finished loading (or failed to; see the log)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
 
     def start_loading(self) -> None:
         """Load every model in the background, one after the other.
@@ -99,13 +106,15 @@ async def open_resources(
     engine = db.make_engine(url)
     sessions = db.make_sessionmaker(engine)
     registry = job_registry or JobRegistry()
+    jobs = await make_job_queue(JobStore(sessions), registry, settings.jobs, settings.redis_url)
+    await jobs.start()
     resources = Resources(
         settings=settings,
         metrics=metrics,
         engine=engine,
         sessions=sessions,
         cache=cache or make_cache(settings.redis_url),
-        jobs=await make_job_queue(registry, settings.redis_url),
+        jobs=jobs,
         job_registry=registry,
         scored_groups=ScoredGroupRepository(sessions),
         idempotency=IdempotencyStore(sessions),

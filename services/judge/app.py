@@ -11,6 +11,8 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import Settings
+from services.jobs.app import component as jobs_component
+from services.judge import jobs
 from services.judge.backend_factory import is_started, make_backend
 from services.judge.cached import CachedJudge
 from services.judge.router import router
@@ -35,10 +37,16 @@ def component() -> Component:
             ttl=resources.settings.judge_cache_ttl_s,
             metrics=resources.metrics,
         )
-        return JudgeService(resources.settings, judge, resources.scored_groups)
+        service = JudgeService(resources.settings, judge, resources.scored_groups)
+        jobs.register(
+            resources.job_registry, service, backend, resources.settings, resources.loaded
+        )
+        return service
 
     return Component(name="judge", router=router, build=build)
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
-    return build_app([component()], settings, title="Plaudit judge", **collaborators)
+    """The judge and the job API its evaluations run under."""
+    components = [component(), jobs_component()]
+    return build_app(components, settings, title="Plaudit judge", **collaborators)
