@@ -45,13 +45,14 @@ def jobs_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment of a plaudit subprocess sharing ``settings``' database and Redis."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")}
     env.update(
+        OMP_NUM_THREADS="1",  # torch threads of several processes on few cores wait on each other
         PLAUDIT_DATA_DIR=str(settings.data_dir),
         PLAUDIT_LOG_LEVEL="INFO",
-        PLAUDIT_AUTO_MIGRATE="false",
         **{f"PLAUDIT_JOBS_{k.upper()}": str(v) for k, v in FAST_JOBS.items()},
     )
-    if settings.database_url:
+    if settings.database_url:  # migrated once per test session (pg_migrated)
         env["PLAUDIT_DATABASE_URL"] = settings.database_url
+        env["PLAUDIT_AUTO_MIGRATE"] = "false"
     if settings.redis_url:
         env["PLAUDIT_REDIS_URL"] = settings.redis_url
     env.update(extra)
@@ -67,7 +68,9 @@ IDLE_JUDGE = {
 
 
 @contextlib.contextmanager
-def process(argv: list[str], env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def process(
+    argv: list[str], env: Mapping[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """A plaudit subprocess logging to ``log``; stopped (SIGTERM, then SIGKILL) at the end."""
     with log.open("ab") as out:
         proc = subprocess.Popen(

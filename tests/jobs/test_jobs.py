@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def ran_in(job: dict[str, Any], runner: Runner) -> int:
     """The pid of the process that ran ``job`` (its worker id is host:pid:role-token)."""
-    host, pid, role = job["worker"].split(":")
+    _host, pid, role = job["worker"].split(":")
     assert role.startswith(runner.worker_role + "-"), job["worker"]
     return int(pid)
 
@@ -78,9 +78,7 @@ async def test_cancel_stops_a_running_job(runner: Runner, as_key: Client) -> Non
     assert_envelope(again, 409, "job_id")
 
 
-async def test_cancel_of_a_queued_job_means_it_never_starts(
-    runner: Runner, as_key: Client
-) -> None:
+async def test_cancel_of_a_queued_job_means_it_never_starts(runner: Runner, as_key: Client) -> None:
     alice = as_key("alice-key")
     first = (await alice.post("/v1/jobs/probe", json={"steps": 200, "delay_s": 0.05})).json()
     await wait_until(alice, first["id"], lambda j: j["state"] == "running")
@@ -168,9 +166,7 @@ async def _cancel_and_wait(app: FastAPI, job_id: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_start_with_an_idempotency_key_starts_one_job(
-    runner: Runner, as_key: Client
-) -> None:
+async def test_start_with_an_idempotency_key_starts_one_job(runner: Runner, as_key: Client) -> None:
     root = as_key("root-key")
     headers = {"Idempotency-Key": "probe-once"}
     first = await root.post("/v1/jobs/probe", json={"steps": 1}, headers=headers)

@@ -14,8 +14,7 @@ from typing import Any, Protocol
 
 from arq import ArqRedis, create_pool
 from arq.connections import RedisSettings
-from arq.jobs import Job as ArqJob
-from arq.jobs import JobStatus
+from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
@@ -155,8 +154,9 @@ class ArqJobQueue:
         await self._pool.aclose()
 
     async def _lost(self, job: Job) -> str | None:
-        status = await ArqJob(job.id, self._pool, _queue_name=self._settings.queue_name).status()
-        return "it is no longer on the Redis queue" if status == JobStatus.not_found else None
+        # The job's definition (or its in-progress mark) is on Redis whatever queue it is on.
+        keys = (job_key_prefix + job.id, in_progress_key_prefix + job.id)
+        return None if await self._pool.exists(*keys) else "it is no longer on the Redis queue"
 
 
 def make_worker(
