@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from services.core.cache import Cache, MemoryCache, RedisCache
 from tests.conftest import REDIS_URL, require_services
