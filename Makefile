@@ -36,7 +36,7 @@ test-vllm: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services judges trainer_client trainer
+	$(BIN)/mypy services judges trainer_client trainer offline
 
 bench: install
 	$(BIN)/python -m bench.run_all

@@ -10,6 +10,7 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.settings import Settings
 from services.diversity.app import component as diversity_component
+from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
 from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
@@ -26,6 +27,7 @@ def components() -> list[Component]:
         rewards_component(),
         protocols_component(),
         store_component(),
+        jobs_component(),
     ]
 
 

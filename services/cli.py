@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 import services
-from services.eval_cli import eval_app
+from offline.eval_cli import eval_app
+from offline.jobs_cli import jobs_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.
 db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
+app.add_typer(jobs_app, name="jobs")
 app.command("train")(train)
 
 
@@ -127,7 +129,8 @@ def db_downgrade(
 def worker(
     burst: Annotated[bool, typer.Option(help="exit when the queue is empty")] = False,
 ) -> None:
-    """Run queued jobs from Redis (PLAUDIT_REDIS_URL must be set)."""
+    """Run the jobs queued on Redis (PLAUDIT_REDIS_URL must be set), with the same job
+    functions and collaborators as a server built from the same settings."""
     settings = _settings()
     if not settings.redis_url:
         typer.echo(
@@ -137,11 +140,10 @@ def worker(
         )
         raise typer.Exit(2)
     from services.core.context import configure_logging
-    from services.core.jobs import make_worker
-    from services.gateway.jobs import job_registry
+    from services.jobs.worker import run_worker
 
     configure_logging(settings.log_level)
-    asyncio.run(make_worker(job_registry(), settings.redis_url, burst=burst).async_run())
+    asyncio.run(run_worker(settings, burst=burst))
 
 
 def main() -> None:

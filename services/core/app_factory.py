@@ -15,7 +15,7 @@ from services.core.cache import Cache
 from services.core.components import Component
 from services.core.embedder import Embedder
 from services.core.envelope import install_error_handlers
-from services.core.jobs import JobRegistry
+from services.core.jobs.context import JobRegistry
 from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
 from services.core.pages import mount_pages

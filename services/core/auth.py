@@ -88,3 +88,16 @@ def require_scope(*allowed: Scope) -> Callable[[Request], Awaitable[None]]:
         authorize(request.app.state.settings, _presented_key(request), allowed)
 
     return dependency
+
+
+#: Who is calling (the jobs API's name for :class:`services.core.context.Principal`).
+Caller = Principal
+
+
+def caller_with(*scopes: Scope) -> Callable[[Request], Awaitable[Caller]]:
+    """A FastAPI dependency: the :class:`Caller`, whose key must hold one of ``scopes``."""
+
+    async def dependency(request: Request) -> Caller:
+        return authorize(request.app.state.settings, _presented_key(request), scopes)
+
+    return dependency

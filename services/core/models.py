@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, MetaData, String
+from sqlalchemy import JSON, Boolean, DateTime, Float, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -130,3 +130,33 @@ class ArtifactEventRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_artifact_events_name_id", "name", "id"),)
+
+
+class Job(Base):
+    """One job: what it runs, where it stands, and who started it (see services/core/jobs)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(100), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    progress_done: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    progress_total: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    progress_stage: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    #: The process holding the job ("host:pid:token"); None while it waits on Redis.
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: Renewed by the holding process every jobs.heartbeat_s; a stale lease means it died.
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        Index("ix_jobs_owner_created", "owner", "created_at"),
+        Index("ix_jobs_state", "state"),
+    )

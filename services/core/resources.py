@@ -22,7 +22,9 @@ from services.core.channels import ChannelRegistry
 from services.core.components import ServiceRegistry
 from services.core.embedder import BatchedEmbedder, Embedder
 from services.core.idempotency import IdempotencyStore
-from services.core.jobs import JobQueue, JobRegistry, make_job_queue
+from services.core.jobs.context import JobRegistry
+from services.core.jobs.queues import JobQueue, make_job_queue
+from services.core.jobs.store import JobStore
 from services.core.metrics import Metrics
 from services.core.records import ScoredGroupRepository
 from services.core.settings import Settings
@@ -61,6 +63,11 @@ class Resources:
         self.loaders.append(model.start)
         if close:
             self.closers.append(model.aclose)
+
+    async def loaded(self) -> None:
+        """Wait until every model has finished loading (or failed to; see the log)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
 
     def start_loading(self) -> None:
         """Load every model in the background, one after the other.
@@ -130,13 +137,15 @@ async def open_resources(
     engine = db.make_engine(url)
     sessions = db.make_sessionmaker(engine)
     registry = job_registry or JobRegistry()
+    jobs = await make_job_queue(JobStore(sessions), registry, settings.jobs, settings.redis_url)
+    await jobs.start()
     resources = Resources(
         settings=settings,
         metrics=metrics,
         engine=engine,
         sessions=sessions,
         cache=cache or make_cache(settings.redis_url),
-        jobs=await make_job_queue(registry, settings.redis_url),
+        jobs=jobs,
         job_registry=registry,
         scored_groups=ScoredGroupRepository(sessions),
         artifacts=ArtifactStore(sessions, settings.data_dir),

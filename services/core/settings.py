@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.embedder_settings import EmbedderSettings
+from services.core.jobs.settings import JobsSettings
 from services.core.reliability_settings import IdempotencySettings
 from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
@@ -86,6 +87,8 @@ class Settings(BaseSettings):
 
     # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>.
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     @field_validator("log_level")
     @classmethod

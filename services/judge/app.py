@@ -12,6 +12,8 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import Settings
+from services.jobs.app import component as jobs_component
+from services.judge import jobs
 from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.channels import judge_channels
@@ -34,7 +36,11 @@ def component() -> Component:
             ttl=resources.settings.judge.cache_ttl_s,
             metrics=resources.metrics,
         )
-        return JudgeService(resources.settings.judge, judge, resources.scored_groups)
+        service = JudgeService(resources.settings.judge, judge, resources.scored_groups)
+        jobs.register(
+            resources.job_registry, service, backend, resources.settings, resources.loaded
+        )
+        return service
 
     return Component(
         name="judge", router=router, provides=JudgeService, build=build, channels=judge_channels
@@ -42,4 +48,6 @@ def component() -> Component:
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
-    return build_app([component()], settings, title="Plaudit judge", **collaborators)
+    """The judge and the job API its evaluations run under."""
+    components = [component(), jobs_component()]
+    return build_app(components, settings, title="Plaudit judge", **collaborators)

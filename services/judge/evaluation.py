@@ -15,13 +15,15 @@ import json
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.judge.schemas import JudgeOptions, PairwiseRequest, ScaleRequest
-from services.judge.service import JudgeService
+
+if TYPE_CHECKING:  # the client-only install samples votes here without the server parts
+    from services.judge.service import JudgeService
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,22 @@ class Vote:
 
 def load_votes(path: Path) -> list[Vote]:
     """Read a JSONL file of MT-Bench human votes."""
+    return parse_votes(load_rows(path))
+
+
+def load_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per non-empty line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def parse_votes(rows: Iterable[dict[str, Any]]) -> list[Vote]:
+    """MT-Bench human-judgment rows as votes; a malformed row raises ValueError naming it."""
     votes = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            votes.append(_vote(json.loads(line)))
+    for number, row in enumerate(rows, start=1):
+        try:
+            votes.append(_vote(row))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ValueError(f"vote {number} is not an MT-Bench human vote ({exc!r})") from None
     return votes
 
 
@@ -113,7 +127,7 @@ async def judge_votes(
     *,
     max_chars: int,
     batch: int = 8,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], Awaitable[None]] | None = None,
     checkpoint: Callable[[Sequence[VoteOutcome]], None] | None = None,
 ) -> list[VoteOutcome]:
     """Judge every vote (both orders when ``options.swap``), ``batch`` votes at a time;
@@ -125,7 +139,7 @@ async def judge_votes(
             await asyncio.gather(*(_judge_one(service, v, options, max_chars) for v in chunk))
         )
         if progress is not None:
-            progress(len(chunk))
+            await progress(len(chunk))
         if checkpoint is not None:
             checkpoint(outcomes)
     return outcomes
@@ -138,7 +152,7 @@ async def grade_votes(
     k: int,
     max_chars: int,
     batch: int = 8,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], Awaitable[None]] | None = None,
 ) -> list[VoteOutcome]:
     """The pointwise alternative: grade each answer alone on 1..K, the higher expected grade
     wins. No slot, so no position bias; P(a better) is a logistic of the grade difference."""
@@ -149,7 +163,7 @@ async def grade_votes(
             await asyncio.gather(*(_grade_one(service, v, k, max_chars) for v in chunk))
         )
         if progress is not None:
-            progress(len(chunk))
+            await progress(len(chunk))
     return outcomes
 
 

@@ -7,10 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.auth import require_scope
+from services.core.auth import Caller, caller_with, require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.settings import Scope
+from services.jobs.deps import accepted
+from services.jobs.schemas import JobOut
+from services.judge.jobs import EVALUATION, check_request
 from services.judge.schemas import (
+    EvaluationRequest,
     GroupRequest,
     GroupResponse,
     PairwiseRequest,
@@ -53,3 +57,17 @@ async def scale(
 ) -> JSONResponse:
     """A 1..K grade distribution per completion, from the level tokens' probabilities."""
     return await replayable(resources, key, "judge.scale", body, lambda: service.scale(body))
+
+
+@router.post("/evaluations", status_code=202, response_model=JobOut)
+async def evaluations(
+    body: EvaluationRequest,
+    request: Request,
+    resources: ResourcesDep,
+    caller: Annotated[Caller, Depends(caller_with(Scope.reward))],
+    key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Measure this server's judge against MT-Bench human votes, as a job: 202 with the job
+    and its Location; the job's result is the JSON report of ``plaudit eval judge``."""
+    await check_request(body, caller, resources.settings.data_dir)
+    return await accepted(request, caller, EVALUATION, body, idempotency_key=key)

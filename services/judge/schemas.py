@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -172,3 +172,44 @@ class ScaleResponse(BaseModel):
     k: int
     results: list[ScaleResult]
     judge: JudgeStamp
+
+
+class EvaluationRequest(StrictModel):
+    """Agreement of the server's judge with MT-Bench human votes, run as a job.
+
+    Example: ``{"votes": [<MT-Bench JSONL rows>], "limit": 40, "seed": 0}``, or, with an admin
+    key, ``{"data": "/data/mtbench_human/test.jsonl", "limit": 300}``.
+    """
+
+    data: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="a JSONL file of MT-Bench human votes on the server (admin keys only); "
+        "relative paths are under the data directory",
+    )
+    votes: list[dict[str, Any]] | None = Field(
+        default=None, min_length=1, max_length=5000, description="the votes inline: JSONL rows"
+    )
+    source: str | None = Field(
+        default=None, max_length=200, description="where inline votes came from (for the report)"
+    )
+    method: Literal["pairwise", "scale"] = Field(
+        default="pairwise", description="pairwise (both orders) or scale (each answer alone)"
+    )
+    k: int = Field(default=10, ge=2, le=100, description="scale method: grades 1..K")
+    mode: Mode = "logprob"
+    swap: bool = True
+    template: str | None = Field(default=None, max_length=200)
+    limit: int | None = Field(default=None, ge=1, description="stratified sample size")
+    seed: int = 0
+    non_tie_only: bool = False
+    max_chars: int = Field(default=1500, ge=100, le=100_000, description="truncate each answer")
+    max_new_tokens: int = Field(default=128, ge=1, le=4096, description="generate mode budget")
+    verdict_fallback: Literal["score", "none"] = "score"
+    batch: int = Field(default=4, ge=1, le=64, description="votes judged concurrently")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EvaluationRequest:
+        if (self.data is None) == (self.votes is None):
+            raise ValueError("give either data (a file on the server) or votes (inline)")
+        return self

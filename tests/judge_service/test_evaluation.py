@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from offline.progress import ProgressDisplay
 from services.cli import app
 from services.judge import evaluation as ev
 
@@ -88,12 +90,24 @@ def test_eval_command_on_the_real_judge(
     assert set(report) >= {"per_category", "references", "single_order"}
 
 
-def test_progress_prints_lines_when_not_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
-    from services.eval_cli import progress
-
-    with progress(10, "judging votes", every_s=0.0) as update:
-        update(4)
-        update(6)
-    lines = capsys.readouterr().err.strip().splitlines()
+def test_progress_prints_lines_when_not_on_a_terminal() -> None:
+    stream = io.StringIO()
+    display = ProgressDisplay(stream, every_s=0.0, tty=False)
+    display.update(4, 10, "judging votes")
+    display.update(10, 10, "judging votes")
+    display.close()
+    lines = stream.getvalue().strip().splitlines()
     assert lines[0].startswith("judging votes: 4/10,") and "s left" in lines[0]
-    assert lines[-1].startswith("judging votes: 10/10,")
+    assert lines[-1].startswith("judging votes: 10/10,") and lines[-1].endswith("~0 s left")
+
+
+def test_progress_draws_a_bar_on_a_terminal() -> None:
+    stream = io.StringIO()
+    display = ProgressDisplay(stream, tty=True)
+    display.update(0, None, "waiting for the judge")
+    display.update(3, 12, "judging votes")
+    display.close()
+    frames = stream.getvalue().split("\r")[1:]
+    assert "0/?" in frames[0]
+    assert "[#######-----------------------] 3/12  25%" in frames[1]
+    assert stream.getvalue().endswith("\n") and "\n" not in "".join(frames)[:-1]

@@ -1,16 +1,13 @@
-"""The cache and job queue, in-process and on the real Redis, behind one interface."""
+"""The cache, in-process and on the real Redis, behind one interface (jobs: tests/jobs)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from services.core.cache import Cache, MemoryCache, RedisCache
-from services.core.jobs import ArqJobQueue, InProcessJobQueue, JobRegistry, make_worker
 from tests.conftest import REDIS_URL, require_services
 
 
@@ -48,54 +45,3 @@ async def test_memory_cache_evicts_least_recently_used() -> None:
     await cache.set("c", b"3")
     assert await cache.get("b") is None
     assert await cache.get("a") == b"1"
-
-
-async def _square(ctx: dict[str, Any], x: int) -> int:
-    await asyncio.sleep(0.01)
-    return x * x
-
-
-async def _fail(ctx: dict[str, Any]) -> None:
-    raise ValueError("bad job")
-
-
-def _registry() -> JobRegistry:
-    registry = JobRegistry()
-    registry.register("square", _square)
-    registry.register("fail", _fail)
-    return registry
-
-
-async def test_in_process_jobs_run_and_report() -> None:
-    queue = InProcessJobQueue(_registry())
-    ok = await queue.enqueue("square", x=7)
-    bad = await queue.enqueue("fail")
-    assert (await queue.wait(ok, 5)).result == 49
-    failed = await queue.wait(bad, 5)
-    assert failed.state == "failed" and "bad job" in (failed.error or "")
-    assert (await queue.info("nope")).state == "not_found"
-    with pytest.raises(KeyError):
-        await queue.enqueue("missing")
-    await queue.close()
-
-
-async def test_arq_jobs_run_in_a_real_worker() -> None:
-    require_services()
-    client = aioredis.from_url(REDIS_URL)
-    await client.flushdb()
-    await client.aclose()
-    registry = _registry()
-    queue = await ArqJobQueue.connect(REDIS_URL)
-    try:
-        ok = await queue.enqueue("square", x=9)
-        bad = await queue.enqueue("fail")
-        assert (await queue.info(ok)).state == "queued"
-        worker = make_worker(registry, REDIS_URL, burst=True)
-        await worker.async_run()
-        await worker.close()
-        done = await queue.wait(ok, 10)
-        assert done.state == "complete" and done.result == 81
-        failed = await queue.wait(bad, 10)
-        assert failed.state == "failed" and "bad job" in (failed.error or "")
-    finally:
-        await queue.close()

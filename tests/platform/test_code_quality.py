@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PACKAGES = ["services", "judges", "trainer_client", "trainer"]
+PACKAGES = ["services", "judges", "trainer_client", "trainer", "offline"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

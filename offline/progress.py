@@ -1,0 +1,85 @@
+"""Progress on the terminal: a bar redrawn in place on a TTY; elsewhere (CI, ``nohup``, a
+pipe) a line at most every ``every_s`` seconds, on each new stage, and at the end, with the
+elapsed time and an estimate of what is left."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import TextIO
+
+BAR_WIDTH = 30
+
+
+class ProgressDisplay:
+    """Shows ``done`` of ``total`` (None: unknown) for a named stage.
+
+    ::
+
+        display = ProgressDisplay()
+        display.update(12, 40, "judging votes")
+        display.close()
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        every_s: float = 30.0,
+        tty: bool | None = None,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.every_s = every_s
+        self.started = self.last = time.monotonic()
+        self.done, self.stage = 0, ""
+        self.total: int | None = None
+        self._drawn = False
+
+    def update(self, done: int, total: int | None, stage: str) -> None:
+        new_stage = stage != self.stage
+        self.done, self.total, self.stage = done, total, stage
+        if self.tty:
+            self._draw()
+        elif new_stage or time.monotonic() - self.last >= self.every_s:
+            self.line()
+
+    def close(self) -> None:
+        """End the bar's line, or print the last progress line."""
+        if self.tty:
+            if self._drawn:
+                self.stream.write("\n")
+                self.stream.flush()
+        else:
+            self.line()
+
+    def line(self) -> None:
+        self.last = time.monotonic()
+        elapsed = self.last - self.started
+        total = "?" if self.total is None else str(self.total)
+        self.stream.write(
+            f"{self.stage}: {self.done}/{total}, {elapsed:.0f} s elapsed, "
+            f"~{_left(elapsed, self.done, self.total)} s left\n"
+        )
+        self.stream.flush()
+
+    def _draw(self) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.total:
+            filled = min(BAR_WIDTH, BAR_WIDTH * self.done // self.total)
+            bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+            shown = f"[{bar}] {self.done}/{self.total} {100 * self.done / self.total:3.0f}%"
+        else:
+            shown = f"{self.done}/?"
+        left = _left(elapsed, self.done, self.total)
+        self.stream.write(f"\r{self.stage:24.24} {shown}  {elapsed:.0f} s, ~{left} s left\x1b[K")
+        self.stream.flush()
+        self._drawn = True
+
+
+def _left(elapsed: float, done: int, total: int | None) -> str:
+    if not done or total is None:
+        return "?"
+    left = elapsed / done * max(0, total - done)
+    return "?" if math.isnan(left) else f"{left:.0f}"

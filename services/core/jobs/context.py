@@ -1,0 +1,72 @@
+"""What a job function sees, and the registry of job functions by name."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.core.jobs.store import JobStore
+
+
+class JobCancelled(Exception):
+    """Raised inside a job at a cancellation point after someone cancelled it."""
+
+
+class JobContext:
+    """The running job's id and owner, its progress reports and its cancellation flag.
+
+    ::
+
+        async def count(ctx: JobContext, params: dict[str, Any]) -> dict[str, int]:
+            for i in range(params["n"]):
+                await ctx.progress(i + 1, params["n"], "counting")  # a cancellation point
+            return {"counted": params["n"]}
+    """
+
+    def __init__(
+        self, job_id: str, kind: str, owner: str | None, worker: str, store: JobStore
+    ) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.owner = owner
+        self.worker = worker
+        """The process running the job (``host:pid:role-token``)."""
+        self._store = store
+        self.cancel_requested = False
+
+    async def progress(self, done: int, total: int | None = None, stage: str | None = None) -> None:
+        """Record progress (``total`` and ``stage`` kept when None); raises JobCancelled when
+        the job was cancelled meanwhile."""
+        if await self._store.report(self.job_id, done, total, stage):
+            self.cancel_requested = True
+        self.raise_if_cancelled()
+
+    def raise_if_cancelled(self) -> None:
+        """A cancellation point for work that does not await (a loop in a worker thread)."""
+        if self.cancel_requested:
+            raise JobCancelled(f"job {self.job_id} was cancelled")
+
+
+JobFunction = Callable[[JobContext, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class JobRegistry:
+    """Job functions by name; the same names on every server and worker process."""
+
+    functions: dict[str, JobFunction] = field(default_factory=dict)
+
+    def register(self, name: str, function: JobFunction) -> None:
+        if name in self.functions:
+            raise ValueError(f"job {name!r} is already registered")
+        self.functions[name] = function
+
+    def get(self, name: str) -> JobFunction:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise KeyError(f"unknown job {name!r}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.functions

@@ -1,0 +1,154 @@
+"""Running one job the same way in every process, and holding the lease of the running ones.
+
+A :class:`JobRunner` belongs to one process (a server with the in-process queue, or a
+``plaudit worker``). It claims a queued record, runs the function with a timeout, and writes
+the outcome; its heartbeat renews the lease of every job it holds and stops the ones someone
+cancelled from another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.jobs.settings import JobsSettings
+from services.core.jobs.store import FinalState, JobStore
+
+log = logging.getLogger(__name__)
+
+#: The worker ids of this process's runners (see :func:`is_own_worker`).
+_OWN_WORKERS: set[str] = set()
+
+
+def new_worker_id(role: str) -> str:
+    """``host:pid:role-token``: where a job runs, readable by the sweeper of any process."""
+    worker = f"{socket.gethostname()}:{os.getpid()}:{role}-{uuid.uuid4().hex[:8]}"
+    _OWN_WORKERS.add(worker)
+    return worker
+
+
+def is_own_worker(worker: str) -> bool:
+    return worker in _OWN_WORKERS
+
+
+@dataclass
+class _Running:
+    task: asyncio.Task[Any]
+    ctx: JobContext
+
+
+class JobRunner:
+    """Executes jobs for one process and keeps their leases alive."""
+
+    def __init__(
+        self, store: JobStore, registry: JobRegistry, settings: JobsSettings, *, role: str
+    ) -> None:
+        self.worker = new_worker_id(role)
+        self._store = store
+        self._registry = registry
+        self._settings = settings
+        self._running: dict[str, _Running] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @property
+    def store(self) -> JobStore:
+        return self._store
+
+    def start(self) -> None:
+        """Start renewing leases every ``heartbeat_s``."""
+        self._heartbeat = asyncio.create_task(self._beat(), name=f"jobs-heartbeat {self.worker}")
+
+    async def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+
+    async def execute(self, job_id: str) -> None:
+        """Claim and run one queued job; a job no longer queued (cancelled) is skipped."""
+        job = await self._store.claim(job_id, self.worker)
+        if job is None:
+            log.info("job %s is no longer queued; not run", job_id)
+            return
+        ctx = JobContext(job.id, job.kind, job.owner, self.worker, self._store)
+        if job.kind not in self._registry:
+            await self._finish(ctx, "failed", error=f"this process has no job {job.kind!r}")
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[job.id] = _Running(task, ctx)
+        try:
+            await self._run(self._registry.get(job.kind), ctx, dict(job.params), task)
+        finally:
+            self._running.pop(job.id, None)
+
+    def cancel_local(self, job_id: str) -> bool:
+        """Stop a job this runner is running now; False when it is not running here."""
+        running = self._running.get(job_id)
+        if running is None:
+            return False
+        running.ctx.cancel_requested = True
+        running.task.cancel()
+        return True
+
+    async def _run(
+        self,
+        function: JobFunction,
+        ctx: JobContext,
+        params: dict[str, Any],
+        task: asyncio.Task[Any],
+    ) -> None:
+        timeout = self._settings.timeout_s
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                result = await function(ctx, params)
+            await self._finish(ctx, "succeeded", result=_as_json(result))
+        except JobCancelled:
+            await self._finish(ctx, "cancelled", error="cancelled while running")
+        except asyncio.CancelledError:
+            if not ctx.cancel_requested:  # the process is stopping, not a cancel request
+                await self._finish(ctx, "failed", error="the process stopped while the job ran")
+                raise
+            task.uncancel()
+            await self._finish(ctx, "cancelled", error="cancelled while running")
+        except TimeoutError as exc:
+            error = f"timed out after {timeout:g} s" if deadline.expired() else _describe(exc)
+            await self._finish(ctx, "failed", error=error)
+        except Exception as exc:
+            log.exception("job %s (%s) failed", ctx.job_id, ctx.kind)
+            await self._finish(ctx, "failed", error=_describe(exc))
+
+    async def _finish(
+        self, ctx: JobContext, state: FinalState, *, result: Any = None, error: str | None = None
+    ) -> None:
+        if not await self._store.finish(ctx.job_id, self.worker, state, result=result, error=error):
+            log.warning("job %s was no longer ours to finish (%s)", ctx.job_id, state)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.heartbeat_s)
+            try:
+                for job_id in await self._store.renew(self.worker):
+                    self.cancel_local(job_id)
+            except Exception:
+                log.warning("could not renew the leases of %s", self.worker, exc_info=True)
+
+
+def _as_json(result: Any) -> Any:
+    """The result as stored JSON; a result that is not JSON fails the job (TypeError)."""
+    try:
+        return json.loads(json.dumps(result))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the job's result is not JSON: {exc}") from None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,38 @@
+"""The ``jobs`` settings section (environment: ``PLAUDIT_JOBS_<FIELD>``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class JobsSettings(BaseModel):
+    """How jobs run, prove they are alive, and how long their records are kept."""
+
+    concurrency: int = Field(
+        default=2, ge=1, le=64, description="jobs one process (server or worker) runs at once"
+    )
+    heartbeat_s: float = Field(
+        default=10.0, gt=0, description="how often a process renews the lease of its jobs"
+    )
+    lease_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="a queued or running record whose lease is older than this belongs to a "
+        "dead process and is marked failed",
+    )
+    expire_after_s: float = Field(
+        default=7 * 24 * 3600.0, gt=0, description="finished jobs are deleted after this long"
+    )
+    sweep_interval_s: float = Field(
+        default=300.0, gt=0, description="how often dead jobs are failed and old ones deleted"
+    )
+    timeout_s: float = Field(
+        default=6 * 3600.0, gt=0, description="a job running longer than this fails"
+    )
+    queue_name: str = Field(default="plaudit:jobs", description="the arq queue on Redis")
+
+    @model_validator(mode="after")
+    def _lease_outlives_heartbeats(self) -> JobsSettings:
+        if self.lease_s <= self.heartbeat_s:
+            raise ValueError("jobs.lease_s must be longer than jobs.heartbeat_s")
+        return self

@@ -1,0 +1,27 @@
+"""The job API on its own: ``uvicorn --factory services.jobs.app:create_app``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.core.app_factory import build_app
+from services.core.components import Component
+from services.core.resources import Resources
+from services.core.settings import Settings
+from services.jobs.probe import PROBE, run_probe
+from services.jobs.router import router
+from services.jobs.service import JobsService
+
+
+def component() -> Component:
+    def build(resources: Resources) -> JobsService:
+        resources.job_registry.register(PROBE, run_probe)
+        return JobsService(resources.jobs)
+
+    return Component(name="jobs", router=router, provides=JobsService, build=build)
+
+
+def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+    return build_app([component()], settings, title="Plaudit jobs", **collaborators)

@@ -1,0 +1,22 @@
+"""``jobs.probe``: a job that counts steps, to check that a process runs and reports jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from services.core.jobs.context import JobContext
+from services.jobs.schemas import ProbeRequest
+
+PROBE = "jobs.probe"
+
+
+async def run_probe(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Sleep ``delay_s`` and report each of ``steps`` steps; fail at ``fail_at`` when asked."""
+    request = ProbeRequest.model_validate(params)
+    for step in range(1, request.steps + 1):
+        await asyncio.sleep(request.delay_s)
+        if step == request.fail_at:
+            raise RuntimeError(f"the probe failed at step {step}, as asked")
+        await ctx.progress(step, request.steps, "probing")
+    return {"steps": request.steps, "worker": ctx.worker}

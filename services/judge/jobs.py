@@ -1,0 +1,179 @@
+"""The MT-Bench evaluation as a job: it measures the judge this process serves.
+
+``POST /v1/judge/evaluations`` starts ``judge.evaluation``; ``plaudit eval judge`` runs the
+same :func:`run_evaluation` in its own process when no ``--server`` is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from judges.backends.base import JudgeBackend
+from services.core.auth import Caller
+from services.core.errors import Forbidden, InvalidInput
+from services.core.jobs.context import JobContext, JobFunction, JobRegistry
+from services.core.settings import Settings
+from services.judge import evaluation as ev
+from services.judge.schemas import EvaluationRequest, JudgeOptions
+from services.judge.service import JudgeService
+
+EVALUATION = "judge.evaluation"
+
+Progress = Callable[[int], Awaitable[None]]
+
+
+def sampled_votes(request: EvaluationRequest, data_dir: Path) -> list[ev.Vote]:
+    """The request's votes (inline, or read from ``data``), sampled as it asks."""
+    if request.votes is not None:
+        votes = ev.parse_votes(request.votes)
+    else:
+        votes = ev.load_votes(data_path(request, data_dir))
+    return ev.stratified_sample(
+        votes, request.limit, request.seed, non_tie_only=request.non_tie_only
+    )
+
+
+def data_path(request: EvaluationRequest, data_dir: Path) -> Path:
+    """``data`` as a path on this machine (relative paths are under the data directory)."""
+    path = Path(request.data or "")
+    return path if path.is_absolute() else data_dir / path
+
+
+async def check_request(request: EvaluationRequest, caller: Caller, data_dir: Path) -> None:
+    """Refuse at once what the job would fail on: a server file without the admin scope, a
+    missing file, malformed inline votes."""
+    if request.data is not None:
+        if not caller.admin:
+            raise Forbidden(
+                "reading a file on the server needs the admin scope; send the votes inline",
+                param="data",
+            )
+        if not data_path(request, data_dir).is_file():
+            raise InvalidInput(f"no file {request.data!r} on the server", param="data")
+    try:
+        await asyncio.to_thread(sampled_votes, request, data_dir)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), param="votes" if request.votes else "data") from None
+
+
+async def run_evaluation(
+    service: JudgeService,
+    request: EvaluationRequest,
+    votes: list[ev.Vote],
+    *,
+    backend: JudgeBackend,
+    backend_kind: str,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Judge ``votes`` and build the JSON report (the same one ``plaudit eval judge`` writes)."""
+    started = time.monotonic()
+    if request.method == "scale":
+        outcomes = await ev.grade_votes(
+            service,
+            votes,
+            k=request.k,
+            max_chars=request.max_chars,
+            batch=request.batch,
+            progress=progress,
+        )
+    else:
+        outcomes = await ev.judge_votes(
+            service,
+            votes,
+            _options(request),
+            max_chars=request.max_chars,
+            batch=request.batch,
+            progress=progress,
+        )
+    config = _config(request, backend_kind, backend.info.model_id, len(votes))
+    config["seconds"] = round(time.monotonic() - started, 1)
+    return ev.report(outcomes, config)
+
+
+def _options(request: EvaluationRequest) -> JudgeOptions:
+    return JudgeOptions(
+        mode=request.mode,
+        swap=request.swap,
+        template=request.template,
+        max_new_tokens=request.max_new_tokens,
+        verdict_fallback=request.verdict_fallback,
+    )
+
+
+def _config(
+    request: EvaluationRequest, backend_kind: str, model: str, votes: int
+) -> dict[str, Any]:
+    data = request.data or f"inline:{request.source or 'votes'}"
+    return {
+        "data": data,
+        "backend": backend_kind,
+        "model": model,
+        "method": request.method,
+        "k": request.k if request.method == "scale" else None,
+        "mode": request.mode,
+        "swap": request.swap,
+        "template": request.template,
+        "limit": request.limit,
+        "seed": request.seed,
+        "non_tie_only": request.non_tie_only,
+        "max_chars": request.max_chars,
+        "max_new_tokens": request.max_new_tokens,
+        "verdict_fallback": request.verdict_fallback if request.mode == "generate" else None,
+        "votes": votes,
+    }
+
+
+def evaluation_job(
+    service: JudgeService,
+    backend: JudgeBackend,
+    settings: Settings,
+    loaded: Callable[[], Awaitable[None]],
+) -> JobFunction:
+    """The ``judge.evaluation`` job, bound to this process's judge."""
+
+    async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+        request = EvaluationRequest.model_validate(params)
+        votes = await asyncio.to_thread(sampled_votes, request, settings.data_dir)
+        await ctx.progress(0, len(votes), "waiting for the judge to load")
+        await loaded()
+        done = 0
+
+        async def judged(n: int) -> None:
+            nonlocal done
+            done += n
+            await ctx.progress(done, len(votes), "judging votes")
+
+        await ctx.progress(0, len(votes), "judging votes")
+        report = await run_evaluation(
+            service,
+            request,
+            votes,
+            backend=backend,
+            backend_kind=settings.judge.backend,
+            progress=judged,
+        )
+        _fail_if_nothing_judged(report)
+        return report
+
+    return run
+
+
+def _fail_if_nothing_judged(report: dict[str, Any]) -> None:
+    overall = report["overall"]
+    if overall["votes"] and overall["failed"] == overall["votes"]:
+        raise RuntimeError(f"the judge answered none of the {overall['votes']} votes")
+
+
+def register(
+    registry: JobRegistry,
+    service: JudgeService,
+    backend: JudgeBackend,
+    settings: Settings,
+    loaded: Callable[[], Awaitable[None]],
+) -> None:
+    """Register ``judge.evaluation`` for this process's judge."""
+    registry.register(EVALUATION, evaluation_job(service, backend, settings, loaded))
