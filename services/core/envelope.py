@@ -9,12 +9,18 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.core.context import request_id_var
 from services.core.errors import PlauditError
+from services.core.outages import as_outage
 
 log = logging.getLogger(__name__)
+
+#: Exceptions that may mean the database or Redis is down (classified by ``as_outage``).
+OUTAGE_TYPES: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
 
 _HTTP_TYPES = {
     400: "bad_request",
@@ -102,6 +108,17 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, error_type, str(exc.detail), None, headers)
 
 
+async def _on_possible_outage(request: Request, exc: Exception) -> JSONResponse:
+    """Database and Redis errors that no repository translated: 503 for an outage, else 500."""
+    outage = as_outage(exc)
+    if outage is None:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        _count(request, "internal_error")
+        return error_response(500, "internal_error", "internal server error")
+    log.warning("%s on %s: %s", outage.error_type, request.url.path, type(exc).__name__)
+    return await _on_plaudit_error(request, outage)
+
+
 def _count(request: Request, error_type: str) -> None:
     metrics = getattr(request.app.state, "metrics", None)
     if metrics is not None:
@@ -113,3 +130,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PlauditError, _on_plaudit_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    for outage_type in OUTAGE_TYPES:
+        app.add_exception_handler(outage_type, _on_possible_outage)

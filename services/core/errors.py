@@ -95,3 +95,15 @@ class RequestInProgress(Conflict):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(max(1, round(self.retry_after)))}
+
+
+class DatabaseUnavailable(BackendUnavailable):
+    """The database refused or dropped the connection; the request stored nothing."""
+
+    error_type = "database_unavailable"
+
+
+class CacheUnavailable(BackendUnavailable):
+    """Redis (cache, job queue) cannot be reached."""
+
+    error_type = "cache_unavailable"

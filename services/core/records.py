@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.models import ScoredGroup
+from services.core.outages import reading, transaction
 
 
 def content_hash(payload: Any) -> str:
@@ -84,7 +85,7 @@ class ScoredGroupRepository:
         if buffer is not None and buffer.open:
             buffer.rows.extend(rows)
             return [row.id for row in rows]
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             session.add_all(rows)
         return [row.id for row in rows]
 
@@ -95,5 +96,5 @@ class ScoredGroupRepository:
         if step is not None:
             query = query.where(ScoredGroup.step == step)
         query = query.order_by(ScoredGroup.created_at, ScoredGroup.id).limit(limit).offset(offset)
-        async with self._sessions() as session:
+        async with reading(self._sessions) as session:
             return list((await session.scalars(query)).all())
