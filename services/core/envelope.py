@@ -16,6 +16,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.core.context import request_id_var
 from services.core.errors import PlauditError
 from services.core.outages import as_outage
+from services.core.validation_messages import (
+    MAX_LISTED,
+    is_branch_tag,
+    plain_message,
+    reduce_unions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +70,9 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif "[" in part:
-            # pydantic tags validator steps such as "function-after[...]": not a field name.
+        elif is_branch_tag(part):
+            # pydantic tags union branches and validator steps ("function-after[...]",
+            # "list[Message]", "str"): not field names.
             continue
         else:
             out += f".{part}" if out else str(part)
@@ -73,18 +80,18 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    errors = exc.errors()
+    """Every problem, each with its field; ``param`` names the first."""
+    errors = reduce_unions(list(exc.errors()))
     if not errors:
         return "invalid request", None
-    first = errors[0]
-    param = format_loc(first.get("loc", ()))
-    msg = str(first.get("msg", "invalid value"))
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    text = f"{param}: {msg}" if param else msg
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem(s))"
-    return text, param
+    lines = []
+    for error in errors[:MAX_LISTED]:
+        where = format_loc(error.get("loc", ()))
+        lines.append(f"{where}: {plain_message(error)}" if where else plain_message(error))
+    text = "; ".join(lines)
+    if len(errors) > MAX_LISTED:
+        text += f"; and {len(errors) - MAX_LISTED} more problems"
+    return text, format_loc(errors[0].get("loc", ()))
 
 
 async def _on_plaudit_error(request: Request, exc: Exception) -> JSONResponse:

@@ -45,6 +45,13 @@ class NotFound(PlauditError):
     error_type = "not_found"
 
 
+class PayloadTooLarge(PlauditError):
+    """The body is larger than ``limits.max_body_bytes`` (refused before it is parsed)."""
+
+    status_code = 413
+    error_type = "payload_too_large"
+
+
 class Conflict(PlauditError):
     status_code = 409
     error_type = "conflict"
@@ -81,6 +88,12 @@ class BackendUnavailable(_RetryableError):
 class UpstreamTimeout(_RetryableError):
     status_code = 504
     error_type = "upstream_timeout"
+
+
+class DeadlineExceeded(UpstreamTimeout):
+    """The request ran past ``limits.request_timeout_s`` and was stopped."""
+
+    error_type = "deadline_exceeded"
 
 
 class RequestInProgress(Conflict):

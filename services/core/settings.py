@@ -15,7 +15,7 @@ import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.core.reliability_settings import IdempotencySettings
+from services.core.reliability_settings import IdempotencySettings, LimitsSettings
 
 
 class Scope(StrEnum):
@@ -132,8 +132,9 @@ class Settings(BaseSettings):
         "(neutral, flagged in the response) or the request answers 503 (error)",
     )
 
-    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>.
+    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>, PLAUDIT_LIMITS_<FIELD>.
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
 
     @field_validator("log_level")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
@@ -28,7 +29,21 @@ class OrdinalService:
         self._scored_groups = scored_groups
 
     async def advantages(self, request: AdvantagesRequest) -> AdvantagesResponse:
-        """Advantages per group; stored for the run when ``run_id`` is set."""
+        """Advantages per group; stored for the run when ``run_id`` is set.
+
+        A large request is computed in a worker thread (issue 9: 10,000 groups held the event
+        loop, and so every other request, for seconds).
+        """
+        values = sum(len(g.scores) for g in request.groups)
+        if values >= self._settings.limits.offload_min_values:
+            response = await anyio.to_thread.run_sync(self.compute, request)
+        else:
+            response = self.compute(request)
+        await self._store(request, response)
+        return response
+
+    def compute(self, request: AdvantagesRequest) -> AdvantagesResponse:
+        """The advantages of every group (pure computation; no storage)."""
         levels, ks = self._levels(request)
         scores, mask = _pad(levels)
         k = np.asarray(ks, dtype=np.int64)
@@ -53,11 +68,9 @@ class OrdinalService:
             )
             for i, g in enumerate(request.groups)
         ]
-        response = AdvantagesResponse.model_construct(
+        return AdvantagesResponse.model_construct(
             kind="advantages", estimator=request.estimator, groups=groups
         )
-        await self._store(request, response)
-        return response
 
     def decompose(self, request: DecomposeRequest) -> DecomposeResponse:
         """The binary ladder b^k = [score >= k] for k = 2..K."""
