@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 import services
 from services.core import health
+from services.core.auth import check_startup
 from services.core.cache import Cache
 from services.core.components import Component
 from services.core.embedder import Embedder
@@ -46,6 +47,7 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         active = settings or Settings()
+        check_startup(active)
         app.state.settings = active
         resources = await open_resources(
             active,

@@ -1,9 +1,11 @@
 """The checks a request passes before the app reads its body, and its deadline (issue 9).
 
-In order: the app's limits are put in force for the request; a body announced larger than
-``limits.max_body_bytes`` is refused with 413 before a byte is read, and a body that grows past it
-while streaming (no Content-Length) is cut off with 413; the request then runs under
-``limits.request_timeout_s`` and is answered 504 ``deadline_exceeded`` when it runs out.
+The app's limits are put in force for the request, and a server without API keys refuses
+non-loopback callers. When the routed app first asks for the body, the caller's key is checked
+against the route's scope (401/403) and a body announced larger than ``limits.max_body_bytes`` is
+refused (413), so neither a bad key nor a huge body is ever read; a body that grows past the
+limit while streaming is cut off with 413. The request runs under ``limits.request_timeout_s``
+and is answered 504 ``deadline_exceeded`` when it runs out.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import logging
 from typing import Any
 
 from fastapi import HTTPException
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.core.auth import refuse_caller, refuse_open_server
 from services.core.envelope import error_response
 from services.core.errors import DeadlineExceeded, PayloadTooLarge, PlauditError
 from services.core.limits import reset_limits, use_limits
 from services.core.metrics import Metrics
-from services.core.reliability_settings import LimitsSettings
+from services.core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +43,16 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limits: LimitsSettings = scope["app"].state.settings.limits
+        settings: Settings = scope["app"].state.settings
+        limits = settings.limits
         token = use_limits(limits)
         try:
-            refusal = _check_length(scope, limits.max_body_bytes)
+            refusal = refuse_open_server(HTTPConnection(scope), settings)
             if refusal is not None:
                 await self._refuse(refusal, scope, receive, send)
                 return
-            bounded = _bounded_receive(receive, limits.max_body_bytes)
-            await self._run_with_deadline(scope, bounded, send, limits.request_timeout_s)
+            guarded = _guarded_receive(scope, receive, settings)
+            await self._run_with_deadline(scope, guarded, send, limits.request_timeout_s)
         finally:
             reset_limits(token)
 
@@ -92,18 +97,29 @@ def _check_length(scope: Scope, limit: int) -> PlauditError | None:
     return None
 
 
-def _bounded_receive(receive: Receive, limit: int) -> Receive:
-    """``receive`` that stops a body growing past ``limit`` bytes with a 413."""
-    seen = {"bytes": 0}
+def _guarded_receive(scope: Scope, receive: Receive, settings: Settings) -> Receive:
+    """``receive`` that checks the caller and the announced size before the first read, and
+    stops a body growing past the limit."""
+    limit = settings.limits.max_body_bytes
+    seen = {"bytes": 0, "checked": False}
 
-    async def bounded() -> Any:
+    async def guarded() -> Any:
+        if not seen["checked"]:
+            seen["checked"] = True
+            refusal = refuse_caller(HTTPConnection(scope), settings) or _check_length(scope, limit)
+            if refusal is not None:
+                _raise(refusal)
         message = await receive()
         if message["type"] == "http.request":
             seen["bytes"] += len(message.get("body", b""))
             if seen["bytes"] > limit:
-                # Raised inside the app's body read; FastAPI passes HTTPExceptions through to
-                # the envelope handler.
-                raise HTTPException(413, _too_large(limit))
+                _raise(PayloadTooLarge(_too_large(limit)))
         return message
 
-    return bounded
+    return guarded
+
+
+def _raise(error: PlauditError) -> None:
+    # Raised inside the app's body read, where FastAPI passes HTTPExceptions on to the envelope
+    # handler (any other exception there would become a 400).
+    raise HTTPException(error.status_code, error.message, headers=error.headers or None)

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from services.core.auth import require_scope
+from services.core.auth import require_scope, scope_dependency
 from services.core.deps import ResourcesDep
 from services.core.errors import BackendUnavailable
 from services.core.schemas import ScoredGroupOut, ScoredGroupPage
-from services.core.settings import Scope
+from services.core.settings import Scope, Settings
 
 router = APIRouter()
 
@@ -34,7 +34,17 @@ async def ready(request: Request) -> dict[str, object]:
     return {"status": "ready", "checks": checks}
 
 
-@router.get("/metrics", tags=["health"], include_in_schema=False)
+def _metrics_scope(settings: Settings) -> Scope | None:
+    needed = settings.security.metrics_scope
+    return Scope(needed) if needed is not None else None
+
+
+@router.get(
+    "/metrics",
+    tags=["health"],
+    include_in_schema=False,
+    dependencies=[Depends(scope_dependency(_metrics_scope))],
+)
 async def metrics(request: Request) -> Response:
     body = request.app.state.metrics.render()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

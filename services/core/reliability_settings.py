@@ -1,9 +1,11 @@
-"""Settings sections for retries and request cost (issue 9): ``idempotency`` and ``limits``.
+"""Settings sections of issue 9 (reliability): ``idempotency``, ``limits`` and ``security``.
 
 The environment spells a field ``PLAUDIT_<SECTION>_<FIELD>``, e.g. ``PLAUDIT_IDEMPOTENCY_TTL_S``.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -56,4 +58,18 @@ class LimitsSettings(BaseModel):
         ge=0,
         description="ordinal requests with at least this many scores are computed in a worker "
         "thread, so they do not hold up the event loop",
+    )
+
+
+class SecuritySettings(BaseModel):
+    """API key hygiene and what ``/metrics`` requires (issue 9)."""
+
+    min_key_chars: int = Field(
+        default=16,
+        ge=1,
+        description="shorter API keys draw a warning at start, are refused for a non-loopback "
+        "host, and are accepted from loopback callers only",
+    )
+    metrics_scope: Literal["reward", "admin"] | None = Field(
+        default=None, description="the scope /metrics requires (default: open)"
     )

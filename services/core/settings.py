@@ -15,7 +15,11 @@ import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.core.reliability_settings import IdempotencySettings, LimitsSettings
+from services.core.reliability_settings import (
+    IdempotencySettings,
+    LimitsSettings,
+    SecuritySettings,
+)
 
 
 class Scope(StrEnum):
@@ -132,9 +136,11 @@ class Settings(BaseSettings):
         "(neutral, flagged in the response) or the request answers 503 (error)",
     )
 
-    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>, PLAUDIT_LIMITS_<FIELD>.
+    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>, PLAUDIT_LIMITS_<FIELD>,
+    # PLAUDIT_SECURITY_<FIELD>.
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @field_validator("log_level")
     @classmethod
