@@ -35,7 +35,7 @@ async def _count(args: argparse.Namespace) -> dict[str, Any]:
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
-    service = JudgeService(settings, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
     counts: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     extra = {"template": args.template} if args.template else {}

@@ -11,11 +11,14 @@ from fastapi import FastAPI
 
 import services
 from services.core import health
+from services.core.auth import check_startup
 from services.core.cache import Cache
 from services.core.components import Component
 from services.core.embedder import Embedder
 from services.core.envelope import install_error_handlers
+from services.core.guard import GuardMiddleware
 from services.core.jobs.context import JobRegistry
+from services.core.limits import show_limits
 from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
 from services.core.pages import mount_pages
@@ -48,6 +51,7 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         active = settings or Settings()
+        check_startup(active)
         app.state.settings = active
         resources = await open_resources(
             active,
@@ -81,12 +85,25 @@ def build_app(
     app.state.settings = settings or _deferred_settings()
     app.state.resources = None
     install_error_handlers(app)
+    _show_limits_in_openapi(app)
+    # Added first, so it runs inside RequestContextMiddleware (its answers carry request ids).
+    app.add_middleware(GuardMiddleware, metrics=metrics)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(health.router)
     mount_pages(app, [c.name for c in components])
     for component in components:
         app.include_router(component.router)
     return app
+
+
+def _show_limits_in_openapi(app: FastAPI) -> None:
+    """The OpenAPI schema states the limits in force (maxLength of texts and so on)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        return show_limits(generate(), app.state.settings.limits)
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _deferred_settings() -> Any:

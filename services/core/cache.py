@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Protocol
 
 import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from services.core.outages import cache_unavailable
 
 
 class Cache(Protocol):
-    """Bytes in, bytes out, with an optional time to live in seconds."""
+    """Bytes in, bytes out, with an optional time to live in seconds.
+
+    ``get``, ``set`` and ``delete`` raise :class:`~services.core.errors.CacheUnavailable`
+    when the store cannot be reached.
+    """
 
     async def get(self, key: str) -> bytes | None: ...
 
@@ -59,24 +68,33 @@ class MemoryCache:
 
 
 class RedisCache:
-    """Redis-backed cache shared by every Plaudit process; keys live under a prefix."""
+    """Redis-backed cache shared by every Plaudit process; keys live under a prefix.
 
-    def __init__(self, url: str, prefix: str = "plaudit:cache:") -> None:
-        self._redis = aioredis.from_url(url)  # type: ignore[no-untyped-call]
+    A lost Redis is a :class:`CacheUnavailable` after at most ``timeout_s`` (never a hang);
+    the client reconnects by itself once Redis is back.
+    """
+
+    def __init__(self, url: str, prefix: str = "plaudit:cache:", timeout_s: float = 2.0) -> None:
+        self._redis = aioredis.from_url(  # type: ignore[no-untyped-call]
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
         self._prefix = prefix
 
     async def get(self, key: str) -> bytes | None:
-        value = await self._redis.get(self._prefix + key)
+        async with _redis_outage():
+            value = await self._redis.get(self._prefix + key)
         return bytes(value) if value is not None else None
 
     async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
-        if ttl:
-            await self._redis.set(self._prefix + key, value, px=int(ttl * 1000))
-        else:
-            await self._redis.set(self._prefix + key, value)
+        async with _redis_outage():
+            if ttl:
+                await self._redis.set(self._prefix + key, value, px=int(ttl * 1000))
+            else:
+                await self._redis.set(self._prefix + key, value)
 
     async def delete(self, key: str) -> None:
-        await self._redis.delete(self._prefix + key)
+        async with _redis_outage():
+            await self._redis.delete(self._prefix + key)
 
     async def ping(self) -> bool:
         try:
@@ -86,6 +104,14 @@ class RedisCache:
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+
+@asynccontextmanager
+async def _redis_outage() -> AsyncIterator[None]:
+    try:
+        yield
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        raise cache_unavailable() from exc
 
 
 def make_cache(redis_url: str | None) -> Cache:

@@ -9,12 +9,24 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.core.context import request_id_var
 from services.core.errors import PlauditError
+from services.core.outages import as_outage
+from services.core.validation_messages import (
+    MAX_LISTED,
+    is_branch_tag,
+    plain_message,
+    reduce_unions,
+)
 
 log = logging.getLogger(__name__)
+
+#: Exceptions that may mean the database or Redis is down (classified by ``as_outage``).
+OUTAGE_TYPES: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
 
 _HTTP_TYPES = {
     400: "bad_request",
@@ -58,8 +70,9 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif "[" in part:
-            # pydantic tags validator steps such as "function-after[...]": not a field name.
+        elif is_branch_tag(part):
+            # pydantic tags union branches and validator steps ("function-after[...]",
+            # "list[Message]", "str"): not field names.
             continue
         else:
             out += f".{part}" if out else str(part)
@@ -67,18 +80,18 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    errors = exc.errors()
+    """Every problem, each with its field; ``param`` names the first."""
+    errors = reduce_unions(list(exc.errors()))
     if not errors:
         return "invalid request", None
-    first = errors[0]
-    param = format_loc(first.get("loc", ()))
-    msg = str(first.get("msg", "invalid value"))
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    text = f"{param}: {msg}" if param else msg
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem(s))"
-    return text, param
+    lines = []
+    for error in errors[:MAX_LISTED]:
+        where = format_loc(error.get("loc", ()))
+        lines.append(f"{where}: {plain_message(error)}" if where else plain_message(error))
+    text = "; ".join(lines)
+    if len(errors) > MAX_LISTED:
+        text += f"; and {len(errors) - MAX_LISTED} more problems"
+    return text, format_loc(errors[0].get("loc", ()))
 
 
 async def _on_plaudit_error(request: Request, exc: Exception) -> JSONResponse:
@@ -102,6 +115,17 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, error_type, str(exc.detail), None, headers)
 
 
+async def _on_possible_outage(request: Request, exc: Exception) -> JSONResponse:
+    """Database and Redis errors that no repository translated: 503 for an outage, else 500."""
+    outage = as_outage(exc)
+    if outage is None:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        _count(request, "internal_error")
+        return error_response(500, "internal_error", "internal server error")
+    log.warning("%s on %s: %s", outage.error_type, request.url.path, type(exc).__name__)
+    return await _on_plaudit_error(request, outage)
+
+
 def _count(request: Request, error_type: str) -> None:
     metrics = getattr(request.app.state, "metrics", None)
     if metrics is not None:
@@ -113,3 +137,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PlauditError, _on_plaudit_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    for outage_type in OUTAGE_TYPES:
+        app.add_exception_handler(outage_type, _on_possible_outage)

@@ -45,6 +45,13 @@ class NotFound(PlauditError):
     error_type = "not_found"
 
 
+class PayloadTooLarge(PlauditError):
+    """The body is larger than ``limits.max_body_bytes`` (refused before it is parsed)."""
+
+    status_code = 413
+    error_type = "payload_too_large"
+
+
 class Conflict(PlauditError):
     status_code = 409
     error_type = "conflict"
@@ -83,6 +90,12 @@ class UpstreamTimeout(_RetryableError):
     error_type = "upstream_timeout"
 
 
+class DeadlineExceeded(UpstreamTimeout):
+    """The request ran past ``limits.request_timeout_s`` and was stopped."""
+
+    error_type = "deadline_exceeded"
+
+
 class RequestInProgress(Conflict):
     """A request with this Idempotency-Key is still being computed (IETF idempotency draft)."""
 
@@ -95,3 +108,15 @@ class RequestInProgress(Conflict):
     @property
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(max(1, round(self.retry_after)))}
+
+
+class DatabaseUnavailable(BackendUnavailable):
+    """The database refused or dropped the connection; the request stored nothing."""
+
+    error_type = "database_unavailable"
+
+
+class CacheUnavailable(BackendUnavailable):
+    """Redis (cache, job queue) cannot be reached."""
+
+    error_type = "cache_unavailable"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
+from services.core.auth import scope_dependency
 from services.core.errors import BackendUnavailable
+from services.core.settings import Scope, Settings
 
 router = APIRouter()
 
@@ -30,7 +32,17 @@ async def ready(request: Request) -> dict[str, object]:
     return {"status": "ready", "checks": checks}
 
 
-@router.get("/metrics", tags=["health"], include_in_schema=False)
+def _metrics_scope(settings: Settings) -> tuple[Scope, ...] | None:
+    needed = settings.security.metrics_scope
+    return (Scope(needed),) if needed is not None else None
+
+
+@router.get(
+    "/metrics",
+    tags=["health"],
+    include_in_schema=False,
+    dependencies=[Depends(scope_dependency(_metrics_scope))],
+)
 async def metrics(request: Request) -> Response:
     body = request.app.state.metrics.render()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

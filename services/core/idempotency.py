@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.core.errors import BackendUnavailable, Conflict, RequestInProgress
 from services.core.metrics import Metrics
 from services.core.models import IdempotencyRecord, ScoredGroup
+from services.core.outages import reading, transaction
 from services.core.records import buffered_writes, content_hash
 from services.core.reliability_settings import IdempotencySettings
 
@@ -121,7 +122,7 @@ class IdempotencyStore:
             IdempotencyRecord.expires_at < now,
             or_(IdempotencyRecord.state == DONE, IdempotencyRecord.lease_until < now),
         )
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             result = cast(CursorResult[Any], await session.execute(query))
         return int(result.rowcount or 0)
 
@@ -186,12 +187,12 @@ class IdempotencyStore:
                 expires_at=now + self._settings.ttl_s,
             )
             try:
-                async with self._sessions() as session, session.begin():
+                async with transaction(self._sessions) as session:
                     session.add(record)
                 return None
             except IntegrityError:
                 pass
-            async with self._sessions() as session:
+            async with reading(self._sessions) as session:
                 existing = await session.get(IdempotencyRecord, claim.id)
             if existing is not None:
                 return existing
@@ -210,7 +211,7 @@ class IdempotencyStore:
             )
             .values(token=claim.token, lease_until=now + self._settings.lease_s)
         )
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             result = cast(CursorResult[Any], await session.execute(query))
         return result.rowcount == 1
 
@@ -218,7 +219,7 @@ class IdempotencyStore:
         query = delete(IdempotencyRecord).where(
             IdempotencyRecord.id == record_id, IdempotencyRecord.expires_at <= now
         )
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             await session.execute(query)
 
     async def _compute_claimed(
@@ -249,7 +250,7 @@ class IdempotencyStore:
             )
             .values(state=DONE, response=response, expires_at=self._clock() + self._settings.ttl_s)
         )
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             result = cast(CursorResult[Any], await session.execute(query))
             if result.rowcount != 1:
                 # Our lease lapsed and another request took the key over: its answer wins.
@@ -275,7 +276,7 @@ class IdempotencyStore:
                 .values(lease_until=self._clock() + self._settings.lease_s)
             )
             try:
-                async with self._sessions() as session, session.begin():
+                async with transaction(self._sessions) as session:
                     await session.execute(query)
             except Exception as exc:  # the next renewal may succeed; the lease is the backstop
                 log.warning("could not renew an idempotency claim: %s", type(exc).__name__)
@@ -288,7 +289,7 @@ class IdempotencyStore:
             IdempotencyRecord.state == PENDING,
         )
         try:
-            async with self._sessions() as session, session.begin():
+            async with transaction(self._sessions) as session:
                 await session.execute(query)
         except Exception as exc:
             log.warning("could not release an idempotency claim: %s", type(exc).__name__)

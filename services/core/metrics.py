@@ -38,7 +38,8 @@ class Metrics:
         )
         self.judge_cache = Counter(
             "plaudit_judge_cache_total",
-            "Judge backend lookups by outcome (hit, miss, shared in-flight)",
+            "Judge backend lookups by outcome (hit, miss, shared in-flight, unavailable: the "
+            "cache could not be reached and the judge ran without it)",
             ["outcome"],
             registry=self.registry,
         )

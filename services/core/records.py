@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.context import current_principal
 from services.core.models import ScoredGroup
+from services.core.outages import reading, transaction
 
 
 def content_hash(payload: Any) -> str:
@@ -110,7 +111,7 @@ class ScoredGroupRepository:
         if buffer is not None and buffer.open:
             buffer.rows.extend(rows)
             return [row.id for row in rows]
-        async with self._sessions() as session, session.begin():
+        async with transaction(self._sessions) as session:
             session.add_all(rows)
         return [row.id for row in rows]
 
@@ -130,7 +131,7 @@ class ScoredGroupRepository:
         if service is not None:
             where.append(ScoredGroup.service == service)
         query = select(ScoredGroup).where(*where).order_by(ScoredGroup.created_at, ScoredGroup.id)
-        async with self._sessions() as session:
+        async with reading(self._sessions) as session:
             total = await session.scalar(
                 select(func.count()).select_from(ScoredGroup).where(*where)
             )
@@ -154,7 +155,7 @@ class ScoredGroupRepository:
         )
         count = select(func.count(func.distinct(ScoredGroup.run_id))).where(*where)
         page = summary.order_by(desc("last_at"), ScoredGroup.run_id).limit(limit).offset(offset)
-        async with self._sessions() as session:
+        async with reading(self._sessions) as session:
             total = int(await session.scalar(count) or 0)
             found = (await session.execute(page)).all()
             services = await self._services(session, [r[0] for r in found])
@@ -170,7 +171,7 @@ class ScoredGroupRepository:
             ScoredGroup.run_id == run_id, ScoredGroup.service == "rewards", *_visible()
         )
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}
-        async with self._sessions() as session:
+        async with reading(self._sessions) as session:
             for result, name, version in (await session.execute(query)).all():
                 spec_hash = result.get("spec_hash") if isinstance(result, dict) else None
                 key = (spec_hash, name, version)

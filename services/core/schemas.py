@@ -6,6 +6,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from services.core.limits import Text
+
 
 class StrictModel(BaseModel):
     """Request models forbid unknown fields, so a typo in a trainer config fails loudly."""
@@ -17,7 +19,7 @@ class CompletionItem(StrictModel):
     """One completion: a client id (optional) and its text."""
 
     id: str | None = Field(default=None, max_length=200)
-    text: str
+    text: Text
 
 
 def _coerce_completion(value: Any) -> Any:
@@ -51,11 +53,11 @@ class Message(StrictModel):
     """One chat message."""
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: Text
 
 
 Prompt = Annotated[
-    str | list[Message],
+    Text | list[Message],
     Field(description="the prompt: text, or chat messages [{role, content}]"),
 ]
 

@@ -17,7 +17,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.embedder_settings import EmbedderSettings
 from services.core.jobs.settings import JobsSettings
-from services.core.reliability_settings import IdempotencySettings
+from services.core.reliability_settings import (
+    IdempotencySettings,
+    LimitsSettings,
+    SecuritySettings,
+)
 from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
 from services.ordinal.settings import OrdinalSettings
@@ -85,8 +89,11 @@ class Settings(BaseSettings):
         """Accept ``judge_backend=...`` (the environment's spelling) for ``judge={"backend"}``."""
         return fold_section_fields(cls, data) if isinstance(data, dict) else data
 
-    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>.
+    # Issue 9 (reliability): PLAUDIT_IDEMPOTENCY_<FIELD>, PLAUDIT_LIMITS_<FIELD>,
+    # PLAUDIT_SECURITY_<FIELD>.
     idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +25,10 @@ from judges.backends.base import (
     JudgeBackend,
 )
 from services.core.cache import Cache
+from services.core.errors import CacheUnavailable
 from services.core.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 Req = TypeVar("Req", ChoiceRequest, GenerateRequest)
 Res = TypeVar("Res", ChoiceResult, GenerateResult)
@@ -46,6 +50,7 @@ class CachedJudge:
         self._ttl = ttl
         self._metrics = metrics
         self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self._cache_reachable = True
 
     def key(self, op: str, request: ChoiceRequest | GenerateRequest) -> str:
         info = self.backend.info
@@ -99,7 +104,7 @@ class CachedJudge:
                 todo[key] = request
         try:
             for key in list(todo):
-                cached = await self._cache.get(key)
+                cached = await self._lookup(key)
                 if cached is not None:
                     results[key] = _decode(result_type, cached)
                     owned[key].set_result(results[key])
@@ -134,7 +139,30 @@ class CachedJudge:
             futures[key].set_result(result)
             self._count("miss")
             if result.status == "ok":
-                await self._cache.set(key, _encode(result), self._ttl)
+                await self._store(key, _encode(result))
+
+    async def _lookup(self, key: str) -> bytes | None:
+        """The cached verdict; None also when the cache is down (the judge works without it)."""
+        try:
+            value = await self._cache.get(key)
+        except CacheUnavailable:
+            self._cache_down()
+            return None
+        self._cache_reachable = True
+        return value
+
+    async def _store(self, key: str, value: bytes) -> None:
+        try:
+            await self._cache.set(key, value, self._ttl)
+        except CacheUnavailable:
+            self._cache_down()
+
+    def _cache_down(self) -> None:
+        # Issue 9: Redis down must not fail judging; the metric shows how often it happened.
+        self._count("unavailable")
+        if self._cache_reachable:
+            log.warning("the judge cache is unavailable; judging without it")
+        self._cache_reachable = False
 
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from services.core.limits import MaxNewTokens, Text
 from services.core.schemas import Completion, ItemStatus, Prompt, RunTag, StrictModel
 
 Mode = Literal["logprob", "generate"]
@@ -29,7 +30,7 @@ class JudgeOptions(StrictModel):
     tie_margin: float = Field(
         default=0.0, ge=0, le=0.5, description="|p_a - 0.5| below this is a tie"
     )
-    max_new_tokens: int = Field(default=256, ge=1, le=4096, description="generate mode only")
+    max_new_tokens: MaxNewTokens = Field(default=256, ge=1, description="generate mode only")
     verdict_fallback: Literal["score", "none"] = Field(
         default="score",
         description="generate mode: when a reply has no parseable verdict, 'score' reads "
@@ -43,8 +44,8 @@ class PairwiseRequest(JudgeOptions):
     """Example: ``{"prompt": "2+2?", "response_a": "4", "response_b": "5"}``"""
 
     prompt: Prompt
-    response_a: str
-    response_b: str
+    response_a: Text
+    response_b: Text
 
 
 class OrderResult(BaseModel):
@@ -85,7 +86,7 @@ class GroupRequest(JudgeOptions, RunTag):
     prompt: Prompt
     completions: list[Completion] = Field(min_length=2)
     pairing: Literal["adjacent", "round_robin", "anchor"] = "adjacent"
-    anchor: str | None = Field(default=None, description="reference completion (pairing=anchor)")
+    anchor: Text | None = Field(default=None, description="reference completion (pairing=anchor)")
     budget: int | None = Field(
         default=None, ge=1, description="round_robin: judge this many random pairs, not all"
     )

@@ -16,7 +16,11 @@ from services.ordinal.service import OrdinalService
 
 def component() -> Component:
     def build(resources: Resources) -> OrdinalService:
-        return OrdinalService(resources.settings.ordinal, resources.scored_groups)
+        return OrdinalService(
+            resources.settings.ordinal,
+            resources.scored_groups,
+            offload_min_values=resources.settings.limits.offload_min_values,
+        )
 
     return Component(name="ordinal", router=router, provides=OrdinalService, build=build)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
@@ -24,13 +25,32 @@ class OrdinalService:
     """ODRPO and the scalar GRPO family over many groups per request."""
 
     def __init__(
-        self, settings: OrdinalSettings, scored_groups: ScoredGroupRepository | None
+        self,
+        settings: OrdinalSettings,
+        scored_groups: ScoredGroupRepository | None,
+        *,
+        offload_min_values: int = 100_000,
     ) -> None:
         self._settings = settings
         self._scored_groups = scored_groups
+        self._offload_min_values = offload_min_values
 
     async def advantages(self, request: AdvantagesRequest) -> AdvantagesResponse:
-        """Advantages per group; stored for the run when ``run_id`` is set."""
+        """Advantages per group; stored for the run when ``run_id`` is set.
+
+        A large request is computed in a worker thread (issue 9: 10,000 groups held the event
+        loop, and so every other request, for seconds).
+        """
+        values = sum(len(g.scores) for g in request.groups)
+        if values >= self._offload_min_values:
+            response = await anyio.to_thread.run_sync(self.compute, request)
+        else:
+            response = self.compute(request)
+        await self._store(request, response)
+        return response
+
+    def compute(self, request: AdvantagesRequest) -> AdvantagesResponse:
+        """The advantages of every group (pure computation; no storage)."""
         levels, ks = self._levels(request)
         scores, mask = _pad(levels)
         k = np.asarray(ks, dtype=np.int64)
@@ -55,11 +75,9 @@ class OrdinalService:
             )
             for i, g in enumerate(request.groups)
         ]
-        response = AdvantagesResponse.model_construct(
+        return AdvantagesResponse.model_construct(
             kind="advantages", estimator=request.estimator, groups=groups
         )
-        await self._store(request, response)
-        return response
 
     def decompose(self, request: DecomposeRequest) -> DecomposeResponse:
         """The binary ladder b^k = [score >= k] for k = 2..K."""

@@ -22,12 +22,17 @@ def overrides() -> dict[str, Any]:
 
 
 @pytest.fixture
+def scripted() -> ScriptedBackend:
+    return ScriptedBackend()
+
+
+@pytest.fixture
 async def fast_app(
-    settings: Settings, embedder: Embedder, overrides: dict[str, Any]
+    settings: Settings, embedder: Embedder, overrides: dict[str, Any], scripted: ScriptedBackend
 ) -> AsyncIterator[FastAPI]:
     """The started all-in-one app with the scripted judge (no model to load)."""
     active = settings.model_copy(update=overrides)
-    app: FastAPI = shared.create_app(active, embedder=embedder, judge_backend=ScriptedBackend())
+    app: FastAPI = shared.create_app(active, embedder=embedder, judge_backend=scripted)
     async with app.router.lifespan_context(app):
         yield app
 
