@@ -12,6 +12,7 @@ import typer
 
 import services
 from services.eval_cli import eval_app
+from services.karma.cli import karma_app
 from services.train_cli import train
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.
 db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
+app.add_typer(karma_app, name="karma")
 app.command("train")(train)
 
 

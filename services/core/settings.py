@@ -15,6 +15,8 @@ import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.karma.settings import KarmaSettings
+
 
 class Scope(StrEnum):
     """What an API key may do: ``reward`` for trainers, ``admin`` for the admin API."""
@@ -32,7 +34,12 @@ class Settings(BaseSettings):
     """Every knob of a Plaudit process. Defaults give the embedded, zero-configuration setup."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PLAUDIT_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="PLAUDIT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -124,6 +131,8 @@ class Settings(BaseSettings):
         description="trainer protocols: a failed sample gets its group's mean ok total "
         "(neutral, flagged in the response) or the request answers 503 (error)",
     )
+
+    karma: KarmaSettings = Field(default_factory=KarmaSettings)
 
     @field_validator("log_level")
     @classmethod
