@@ -13,6 +13,7 @@ import typer
 import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
+from services.karma.cli import karma_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(karma_app, name="karma")
 app.command("train")(train)
 
 

@@ -24,6 +24,7 @@ from services.core.reliability_settings import (
 )
 from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
+from services.karma.settings import KarmaSettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
 
@@ -96,6 +97,8 @@ class Settings(BaseSettings):
     security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     jobs: JobsSettings = Field(default_factory=JobsSettings)
+
+    karma: KarmaSettings = Field(default_factory=KarmaSettings)
 
     @field_validator("log_level")
     @classmethod

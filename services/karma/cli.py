@@ -1,0 +1,199 @@
+"""``plaudit karma train`` and ``plaudit karma eval``, in-process (torch is imported inside).
+
+``plaudit karma train`` alone fine-tunes the bundled MiniLM on the shared reddit_karma data
+(``context_only``), evaluates it on the test split and saves it under
+``PLAUDIT_KARMA_MODELS_DIR``. ``plaudit karma eval --model DIR --pairs FILE`` evaluates a
+trained model on any JSONL of pairs or scored replies (or ``reddit_karma``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from services.karma.settings import KarmaSettings
+
+karma_app = typer.Typer(help="KARMA: a reward model of how replies were valued (karma).")
+
+
+def _settings() -> KarmaSettings:
+    try:
+        from services.core.settings import get_settings
+    except ImportError as exc:
+        typer.echo(
+            f"error: the training parts are not installed ({exc}); pip install 'plaudit[train]'"
+        )
+        raise typer.Exit(2) from exc
+    return get_settings().karma
+
+
+@karma_app.command("train")
+def train(
+    data: Annotated[str, typer.Option(help="'reddit_karma' (shared data) or a JSONL")] = (
+        "reddit_karma"
+    ),
+    variant: Annotated[str, typer.Option(help="context_only or with_metadata")] = "context_only",
+    base_model: Annotated[str, typer.Option(help="'bundled' MiniLM or a model folder")] = (
+        "bundled"
+    ),
+    out: Annotated[Path | None, typer.Option(help="model folder (default MODELS_DIR/RUN)")] = None,
+    max_train_pairs: Annotated[
+        int | None, typer.Option(min=0, help="pairs trained on (default 4000; 0: all)")
+    ] = None,
+    max_length: Annotated[int | None, typer.Option(min=16, help="tokens (default 256)")] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="pairs a step (16)")] = None,
+    lr: Annotated[float | None, typer.Option(min=0, help="learning rate (5e-5)")] = None,
+    epochs: Annotated[float | None, typer.Option(min=0, help="passes (1)")] = None,
+    rank_fraction: Annotated[
+        float | None, typer.Option(help="share of within-thread ranking pairs (0)")
+    ] = None,
+    eval_split: Annotated[str, typer.Option(help="dev (tuning) or test (reporting)")] = "test",
+    eval_max_pairs: Annotated[int, typer.Option(min=0, help="0: every pair")] = 0,
+    spearman_threads: Annotated[int, typer.Option(min=1, help="threads ranked")] = 300,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: auto)")] = None,
+    seed: Annotated[int, typer.Option(help="sampling and initialization seed")] = 0,
+) -> None:
+    """Train a KARMA reward model (TRL RewardTrainer), evaluate it, save it."""
+    from services.core.errors import InvalidInput
+
+    config = _config(
+        data=data,
+        variant=variant,
+        base_model=base_model,
+        output_dir=out,
+        max_train_pairs=max_train_pairs,
+        max_length=max_length,
+        batch_size=batch_size,
+        learning_rate=lr,
+        epochs=epochs,
+        rank_fraction=rank_fraction,
+        eval_split=eval_split,
+        eval_max_pairs=eval_max_pairs,
+        spearman_threads=spearman_threads,
+        threads=threads,
+        device=device,
+        seed=seed,
+    )
+    settings = _settings()
+    try:
+        from services.karma.training import train_karma
+    except ImportError as exc:
+        typer.echo(f"error: the trainer is not installed ({exc}); pip install 'plaudit[train]'")
+        raise typer.Exit(2) from exc
+    try:
+        result = train_karma(
+            config,
+            data_dir=settings.data_dir,
+            models_dir=settings.models_dir,
+            progress=_Printer(),
+        )
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    training = result.metrics["training"]
+    typer.echo(
+        f"trained in {training['train_seconds']:.0f} s ({training['steps']} steps); "
+        f"saved to {result.path}"
+    )
+    typer.echo(summary(result.metrics["evaluation"]))
+
+
+@karma_app.command("eval")
+def evaluate_command(
+    model: Annotated[Path, typer.Option(help="a trained KARMA model folder")],
+    pairs: Annotated[str, typer.Option(help="JSONL of pairs or scored replies, or reddit_karma")],
+    split: Annotated[
+        str | None,
+        typer.Option(help="train/dev/test/all (default: test for reddit_karma, else all)"),
+    ] = None,
+    max_pairs: Annotated[int, typer.Option(min=0, help="0: every pair")] = 0,
+    spearman_threads: Annotated[int, typer.Option(min=1, help="threads ranked")] = 300,
+    out: Annotated[Path | None, typer.Option(help="also write the metrics as JSON here")] = None,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+) -> None:
+    """Pair accuracy, per score-ratio bin, within-thread Spearman, beside the baselines."""
+    from services.core.errors import InvalidInput
+    from services.karma.data import load_data
+    from services.karma.evaluation import EvalOptions, evaluate
+    from services.karma.model import KarmaModel
+
+    settings = _settings()
+    try:
+        data = load_data(pairs, settings.data_dir)
+        chosen = split or ("test" if pairs == "reddit_karma" else "all")
+        if chosen != "all":
+            data = data.split(chosen)
+        scorer = KarmaModel.load(model)
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    options = EvalOptions(max_pairs or None, spearman_threads, seed=seed)
+    result = evaluate(scorer, data, options, _Printer())
+    typer.echo(summary(result))
+    if out is not None:
+        out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def summary(evaluation: dict[str, Any]) -> str:
+    """A few readable lines: accuracy and Spearman beside the baselines, accuracy per bin."""
+    length = evaluation["baselines"]["length"]
+    rho, length_rho = evaluation["spearman"], length["spearman"]
+    lines = [
+        f"{evaluation['split']}: {evaluation['pairs']} pairs",
+        f"  pair accuracy {_pct(evaluation['pair_accuracy'])}  (longer reply wins "
+        f"{_pct(length['pair_accuracy'])}, random 50.0%)",
+        f"  within-thread Spearman {_num(rho['mean'])}  (length {_num(length_rho['mean'])}, "
+        f"random 0) over {rho['threads']} threads, {rho['replies']} replies",
+    ]
+    for model_bin, length_bin in zip(evaluation["by_ratio"], length["by_ratio"], strict=True):
+        lines.append(
+            f"  ratio {model_bin['bin']:>9}: {_pct(model_bin['accuracy'])} "
+            f"(length {_pct(length_bin['accuracy'])}, {model_bin['pairs']} pairs)"
+        )
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _config(**fields: Any) -> Any:
+    """The run's config; options left out keep KarmaTrainConfig's defaults."""
+    from pydantic import ValidationError
+
+    from services.karma.training import KarmaTrainConfig
+
+    fields = {k: v for k, v in fields.items() if v is not None}
+    for name in ("max_train_pairs", "eval_max_pairs"):  # 0 means all
+        if fields.get(name) == 0:
+            fields[name] = None
+    try:
+        return KarmaTrainConfig(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise typer.BadParameter(f"{where}: {first['msg']}") from None
+
+
+class _Printer:
+    """Progress lines: each stage once, then at most every 10 seconds."""
+
+    def __init__(self) -> None:
+        self.stage, self.last = "", 0.0
+
+    def __call__(self, done: int, total: int, stage: str) -> None:
+        now = time.monotonic()
+        if stage == self.stage and now - self.last < 10 and done < total:
+            return
+        self.stage, self.last = stage, now
+        typer.echo(f"  {stage}: {done}/{total}", err=True)
