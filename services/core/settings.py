@@ -20,6 +20,7 @@ from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
+from services.rubrics.settings import RubricsSettings
 
 
 class Scope(StrEnum):
@@ -76,6 +77,7 @@ class Settings(BaseSettings):
     diversity: DiversitySettings = Field(default_factory=DiversitySettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     protocols: ProtocolsSettings = Field(default_factory=ProtocolsSettings)
+    rubrics: RubricsSettings = Field(default_factory=RubricsSettings)
 
     @model_validator(mode="before")
     @classmethod
