@@ -15,6 +15,7 @@ from services.judge.app import component as judge_component
 from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
+from services.rubrics.app import component as rubrics_component
 from services.store.app import component as store_component
 
 
@@ -24,6 +25,7 @@ def components() -> list[Component]:
         ordinal_component(),
         diversity_component(),
         judge_component(),
+        rubrics_component(),
         rewards_component(),
         protocols_component(),
         store_component(),

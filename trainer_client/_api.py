@@ -267,12 +267,14 @@ class Endpoints(Generic[R]):
         token_counts: Sequence[int] | None = None,
         id: str | None = None,
         idempotency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> R:
         """Composite rewards for one prompt's G completions: every channel of ``spec`` (each
         with a weight) and their weighted ``total``, which is None, never 0, when a channel
         failed for that completion. ``finish_reasons`` and ``token_counts`` hold one entry per
-        completion.
+        completion; ``columns`` the prompt's dataset columns that channels read (the
+        ``rubric`` channel reads ``rubric_id``).
 
         ::
 
@@ -289,6 +291,7 @@ class Endpoints(Generic[R]):
             "token_counts": None if token_counts is None else list(token_counts),
             "run_id": run_id,
             "step": step,
+            "columns": None if columns is None else dict(columns),
         }
         return self._post("/v1/rewards/group", body(fields, options), idempotency_key)
 

@@ -29,6 +29,7 @@ class Group:
     indices: tuple[int, ...]
     texts: tuple[str, ...]
     token_counts: tuple[int, ...] | None = None
+    columns: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -75,6 +76,24 @@ class BatchRewards:
         return next((i for i, total in enumerate(self.totals) if total is None), None)
 
 
+def channel_metrics(metas: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The mean of each numeric ``metrics`` entry over the groups' metas of one channel.
+
+    >>> channel_metrics([{"metrics": {"pass_rate/c1": 1.0}}, {"metrics": {"pass_rate/c1": 0.5}}])
+    {'pass_rate/c1': 0.75}
+    """
+    values: dict[str, list[float]] = {}
+    for meta in metas:
+        metrics = meta.get("metrics")
+        if not isinstance(metrics, Mapping):
+            continue
+        for name, value in metrics.items():
+            number = _number(value)
+            if number is not None:
+                values.setdefault(str(name), []).append(number)
+    return {name: sum(v) / len(v) for name, v in values.items()}
+
+
 def channel_names(spec: Mapping[str, Any]) -> list[str]:
     """The spec's channels, sorted: ``channel_names({"channels": {"b": {}, "a": {}}})`` is
     ``["a", "b"]``."""
@@ -85,29 +104,39 @@ def group_by_prompt(
     prompts: Sequence[Any],
     texts: Sequence[str],
     token_counts: Sequence[int] | None = None,
+    columns: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[Group]:
     """Groups of equal prompts, in order of first appearance, each keeping the batch order.
 
     Prompts are compared by their wire form, so equal chat prompts group together whatever
-    extra keys their messages carry.
+    extra keys their messages carry. ``columns`` (dataset columns, one value per completion,
+    such as a ``rubric_id``) travel with their group; rows of one prompt whose columns differ
+    are separate groups.
     """
     if len(prompts) != len(texts):
         raise ValueError(f"got {len(prompts)} prompts for {len(texts)} completions")
     if token_counts is not None and len(token_counts) != len(texts):
         raise ValueError(f"got {len(token_counts)} token counts for {len(texts)} completions")
+    for name, values in (columns or {}).items():
+        if len(values) != len(texts):
+            raise ValueError(f"column {name!r} has {len(values)} values for {len(texts)} rows")
     members: dict[str, list[int]] = {}
     wire: dict[str, Any] = {}
+    row_columns: dict[str, dict[str, Any]] = {}
     for index, prompt in enumerate(prompts):
         form = prompt_wire(prompt)
-        key = json.dumps(form, sort_keys=True, ensure_ascii=False)
+        row = {name: values[index] for name, values in (columns or {}).items()}
+        key = json.dumps([form, row], sort_keys=True, ensure_ascii=False, default=str)
         members.setdefault(key, []).append(index)
         wire.setdefault(key, form)
+        row_columns.setdefault(key, row)
     return [
         Group(
             prompt=wire[key],
             indices=tuple(indices),
             texts=tuple(texts[i] for i in indices),
             token_counts=None if token_counts is None else tuple(token_counts[i] for i in indices),
+            columns=row_columns[key] or None,
         )
         for key, indices in members.items()
     ]

@@ -246,6 +246,7 @@ class GroupScorer:
             "run_id": run_id,
             "step": step,
             "token_counts": None if group.token_counts is None else list(group.token_counts),
+            "columns": group.columns,
         }
 
 

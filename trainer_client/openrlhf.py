@@ -17,7 +17,10 @@ every completion of a group in the same call, so a call holding a single sample 
 with such a spec raises ``ValueError``; pointwise specs (``judge_scale``) work either way.
 
 ``rewards`` and ``scores`` are the weighted totals, ``extra_logs`` holds each channel's values
-(``plaudit/<channel>``). OpenRLHF has no "could not score" value (a NaN would poison its group
+(``plaudit/<channel>``) and the metrics channels report per group
+(``plaudit/rubric/pass_rate/required``, ...). With ``PLAUDIT_LABEL_COLUMN=rubric_id`` each
+sample's label is sent as its ``rubric_id`` column, so the ``rubric`` channel scores it with
+its own rubric. OpenRLHF has no "could not score" value (a NaN would poison its group
 normalization, a 0 would be a wrong reward), so a completion Plaudit could not score raises
 :class:`~trainer_client.RewardUnavailable`. torch is imported inside :func:`reward_func` only:
 ``trainer_client`` never imports it at import time.
@@ -25,14 +28,18 @@ normalization, a 0 would be a wrong reward), so a completion Plaudit could not s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from trainer_client._groups import group_by_prompt, scatter
+from trainer_client._groups import Group, Scored, channel_metrics, group_by_prompt, scatter
 from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
 from trainer_client.errors import PlauditError
 
-__all__ = ["configure", "reset", "response_text", "reward_func"]
+__all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics"]
+
+#: Sends OpenRLHF's labels as this dataset column (``rubric_id``: each sample's rubric).
+ENV_LABEL_COLUMN = "PLAUDIT_LABEL_COLUMN"
 
 _scorer = EnvScorer()
 
@@ -67,7 +74,7 @@ def reward_func(
     if len(queries) != len(prompts):
         raise ValueError(f"got {len(queries)} queries for {len(prompts)} prompts")
     texts = [response_text(q, p) for q, p in zip(queries, prompts, strict=True)]
-    groups = group_by_prompt(list(prompts), texts)
+    groups = group_by_prompt(list(prompts), texts, columns=_label_column(labels, len(texts)))
     single = next((g for g in groups if len(g) < 2), None)
     needs_group = scorer.group_channels() if single is not None else []
     if needs_group and single is not None:
@@ -80,7 +87,8 @@ def reward_func(
     for answer in answers:
         if isinstance(answer, PlauditError):
             raise answer
-    rewards = scatter(len(texts), groups, [a for a in answers if not isinstance(a, PlauditError)])
+    scored = [a for a in answers if not isinstance(a, PlauditError)]
+    rewards = scatter(len(texts), groups, scored)
     missing = rewards.first_failure()
     if missing is not None:
         raise RewardUnavailable(
@@ -94,7 +102,43 @@ def reward_func(
         f"plaudit/{name}": torch.tensor(values, dtype=torch.float32)
         for name, values in sorted(rewards.channels.items())
     }
+    for name, values in sorted(sample_metrics(groups, scored, len(texts)).items()):
+        extra_logs[f"plaudit/{name}"] = torch.tensor(values, dtype=torch.float32)
     return {"rewards": totals, "scores": totals.clone(), "extra_logs": extra_logs}
+
+
+def sample_metrics(
+    groups: Sequence[Group], answers: Sequence[Scored], size: int
+) -> dict[str, list[float]]:
+    """Each channel metric (``<channel>/<metric>``, e.g. ``rubric/pass_rate/required``) as one
+    value per sample, its group's, for the metrics every group reported (OpenRLHF averages
+    ``extra_logs``, so a missing value cannot be filled)."""
+    out: dict[str, list[float]] = {}
+    per_group = [
+        {
+            f"{channel}/{metric}": value
+            for channel, meta in answer.meta.items()
+            for metric, value in channel_metrics([meta]).items()
+        }
+        for answer in answers
+    ]
+    shared = set.intersection(*(set(m) for m in per_group)) if per_group else set()
+    for name in shared:
+        values = [0.0] * size
+        for group, metrics in zip(groups, per_group, strict=True):
+            for index in group.indices:
+                values[index] = metrics[name]
+        out[name] = values
+    return out
+
+
+def _label_column(labels: Sequence[Any] | None, size: int) -> dict[str, list[Any]] | None:
+    """OpenRLHF's labels sent as the dataset column ``PLAUDIT_LABEL_COLUMN`` names (e.g.
+    ``rubric_id`` for rubric rewards), when it is set."""
+    name = os.environ.get(ENV_LABEL_COLUMN)
+    if not name or labels is None or len(labels) != size:
+        return None
+    return {name: [None if v is None else str(v) for v in labels]}
 
 
 def response_text(query: str, prompt: str) -> str:

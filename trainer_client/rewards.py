@@ -37,6 +37,7 @@ from trainer_client._groups import (
     BatchRewards,
     Group,
     Scored,
+    channel_metrics,
     channel_names,
     completion_text,
     group_by_prompt,
@@ -68,6 +69,7 @@ def plaudit_reward_func(
     num_generations: int | None = None,
     concurrency: int = 8,
     retry: RetryPolicy | None = None,
+    columns: Sequence[str] = ("rubric_id",),
 ) -> PlauditReward | AsyncPlauditReward:
     """A TRL reward function scoring each group of the batch with ``spec`` on a Plaudit server.
 
@@ -80,11 +82,16 @@ def plaudit_reward_func(
     (``"none"``); a rejected request (a 4xx: bad spec, bad key) always raises. A completion a
     channel could not score is always ``None``, never 0. ``concurrency`` bounds the groups in
     flight. ``asynchronous=True`` returns an :class:`AsyncPlauditReward`, which TRL awaits
-    alongside its other async reward functions.
+    alongside its other async reward functions. ``columns``: the dataset columns (TRL passes
+    every column to reward functions) sent with each group for the channels that read them; by
+    default ``rubric_id``, so a dataset with a ``rubric_id`` column scores each prompt with its
+    own rubric under ``{"channels": {"rubric": {}}}``. Columns the dataset lacks are not sent.
 
     The function is picklable (its HTTP client is made lazily, per process), reports each
     channel's batch mean through TRL's ``log_metric`` (``<name>/channels/<channel>``) and each
-    completion's channel values through ``log_extra`` (``<name>/<channel>``)::
+    completion's channel values through ``log_extra`` (``<name>/<channel>``), and the
+    metrics a channel reports in its meta (the rubric channel's pass rates) through
+    ``log_metric`` as ``<name>/<channel>/<metric>``, averaged over the batch's groups::
 
         reward = plaudit_reward_func("http://127.0.0.1:8000", {"channels": {"judge_scale": {}}})
         reward(prompts=["2+2?", "2+2?"], completions=["4", "5"])   # [7.9, 2.2]
@@ -106,6 +113,7 @@ def plaudit_reward_func(
         run_id=run_id,
         on_error=on_error,
         num_generations=num_generations,
+        columns=columns,
     )
     return AsyncPlauditReward(reward) if asynchronous else reward
 
@@ -135,12 +143,14 @@ class PlauditReward:
         run_id: str | None = None,
         on_error: OnError = "raise",
         num_generations: int | None = None,
+        columns: Sequence[str] = ("rubric_id",),
     ) -> None:
         self.__name__ = name
         self.scorer = scorer
         self.run_id = run_id
         self.on_error = on_error
         self.num_generations = num_generations
+        self.columns = tuple(columns)
         self._warned: set[str] = set()
 
     def __repr__(self) -> str:
@@ -182,7 +192,12 @@ class PlauditReward:
         self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> _Batch:
         texts = [completion_text(c) for c in completions]
-        groups = group_by_prompt(prompts, texts, _token_counts(kwargs, len(texts)))
+        groups = group_by_prompt(
+            prompts,
+            texts,
+            _token_counts(kwargs, len(texts)),
+            _dataset_columns(kwargs, self.columns, len(texts)),
+        )
         short = [g for g in groups if self.num_generations and len(g) != self.num_generations]
         if short:
             self._warn_once(
@@ -242,6 +257,8 @@ class PlauditReward:
             rate = _mean(rates)
             if rate is not None:
                 log_metric(f"{self.__name__}/{channel}/inconsistency_rate", rate)
+            for metric, value in sorted(channel_metrics(rewards.meta.get(channel, [])).items()):
+                log_metric(f"{self.__name__}/{channel}/{metric}", value)
 
     def _warn_once(self, key: str, message: str, *args: Any) -> None:
         if key not in self._warned:
@@ -294,6 +311,22 @@ def _token_counts(kwargs: Mapping[str, Any], size: int) -> list[int] | None:
     if not all(hasattr(row, "__len__") for row in ids):
         return None
     return [len(row) for row in ids]
+
+
+def _dataset_columns(
+    kwargs: Mapping[str, Any], names: Sequence[str], size: int
+) -> dict[str, list[Any]] | None:
+    """The requested dataset columns TRL passed (one value per completion), if any."""
+    found = {}
+    for name in names:
+        values = kwargs.get(name)
+        if isinstance(values, Sequence) and not isinstance(values, str) and len(values) == size:
+            found[name] = [_column_value(v) for v in values]
+    return found or None
+
+
+def _column_value(value: Any) -> Any:
+    return value if value is None or isinstance(value, str | int | float | bool) else str(value)
 
 
 def _mean(values: Sequence[Any]) -> float | None:

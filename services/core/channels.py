@@ -12,7 +12,7 @@ in the :class:`ChannelRegistry` of the process::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -53,12 +53,14 @@ class ChannelSpec(StrictModel):
 
 @dataclass(frozen=True)
 class GroupInput:
-    """What a channel sees of one rollout group."""
+    """What a channel sees of one rollout group. ``columns``: the dataset columns of the
+    group's prompt that the trainer sent along (e.g. ``{"rubric_id": "rb_...@2"}``)."""
 
     prompt: Prompt
     completions: list[Completion]
     finish_reasons: list[str | None] | None = None
     token_counts: list[int] | None = None
+    columns: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

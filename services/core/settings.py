@@ -27,6 +27,7 @@ from services.judge.settings import JudgeSettings
 from services.karma.settings import KarmaSettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
+from services.rubrics.settings import RubricsSettings
 
 
 class Scope(StrEnum):
@@ -83,6 +84,7 @@ class Settings(BaseSettings):
     diversity: DiversitySettings = Field(default_factory=DiversitySettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     protocols: ProtocolsSettings = Field(default_factory=ProtocolsSettings)
+    rubrics: RubricsSettings = Field(default_factory=RubricsSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -61,6 +61,11 @@ class JudgeService:
         self._judge = judge
         self._scored_groups = scored_groups
 
+    @property
+    def cached_judge(self) -> CachedJudge:
+        """The cached backend, shared with services that ask the same judge (rubrics)."""
+        return self._judge
+
     async def pairwise(self, request: PairwiseRequest) -> PairwiseResponse:
         """P(a better) over both orders, the winner and whether the orders agreed."""
         template = self.template_for(request)

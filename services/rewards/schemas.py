@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -10,6 +10,7 @@ from services.core.schemas import Completion, Prompt, RunTag, StrictModel
 
 AdvantageName = Literal["none", "grpo", "odrpo"]
 Kind = Literal["rewards", "advantages"]
+ColumnValue = Annotated[str, Field(max_length=10_000)] | int | float | bool | None
 
 
 class RewardsGroupRequest(RunTag):
@@ -37,6 +38,12 @@ class RewardsGroupRequest(RunTag):
     spec: Any = Field(
         description='{"channels": {name: {"weight": w, ...options}}, "advantage": "none"}, '
         'or a saved spec\'s name ("my-spec", the current version) or "my-spec@3"'
+    )
+    columns: dict[str, ColumnValue] | None = Field(
+        default=None,
+        max_length=32,
+        description="dataset columns of this prompt that channels read, e.g. "
+        '{"rubric_id": "rb_...@2"} for the rubric channel (TRL passes them to reward functions)',
     )
 
     @model_validator(mode="after")

@@ -143,6 +143,7 @@ class RewardsService:
             completions=request.completions,
             finish_reasons=request.finish_reasons,
             token_counts=request.token_counts,
+            columns=request.columns or {},
         )
         try:
             return await channel.run(spec, group)

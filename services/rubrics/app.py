@@ -1,0 +1,49 @@
+"""The rubrics component (``/v1/rubrics``), and the service on its own:
+``uvicorn --factory services.rubrics.app:create_app``.
+
+It asks the judge the judge service was built with (one model in the process, one cache).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from services.core.app_factory import build_app
+from services.core.components import Component
+from services.core.resources import Resources
+from services.core.settings import Settings
+from services.judge.app import component as judge_component
+from services.judge.service import JudgeService
+from services.rubrics.channels import rubric_channels
+from services.rubrics.judging import RubricJudge
+from services.rubrics.repository import SqlRubricRepository
+from services.rubrics.router import router
+from services.rubrics.service import RubricsService
+
+
+def component() -> Component:
+    """Rubrics: versioned rubrics, scoring, and the ``rubric`` reward channel."""
+
+    def build(resources: Resources) -> RubricsService:
+        judge = resources.services.get_or_build(JudgeService, judge_component, resources)
+        settings = resources.settings.rubrics
+        return RubricsService(
+            settings,
+            SqlRubricRepository(resources.sessions),
+            RubricJudge(judge.cached_judge, max_new_tokens=settings.generate_max_new_tokens),
+            resources.scored_groups,
+        )
+
+    return Component(
+        name="rubrics",
+        router=router,
+        provides=RubricsService,
+        build=build,
+        channels=rubric_channels,
+    )
+
+
+def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+    return build_app([component()], settings, title="Plaudit rubrics", **collaborators)

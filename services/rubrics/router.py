@@ -1,0 +1,117 @@
+"""HTTP routes of the rubrics service: thin handlers over RubricsService.
+
+Writes and scoring need the ``reward`` scope; reads take ``reward`` or ``admin``. A key sees
+the rubrics it wrote (an admin key sees all).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from services.core.auth import require_scope
+from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.core.schemas import Page
+from services.core.settings import Scope
+from services.rubrics.repository import ListFilter
+from services.rubrics.schemas import (
+    ImportResult,
+    RollbackRequest,
+    RubricCreate,
+    RubricDiff,
+    RubricOut,
+    RubricUpdate,
+    RubricVersionInfo,
+    ScoreRequest,
+    ScoreResponse,
+)
+from services.rubrics.service import RubricsService
+
+router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])
+
+Write = [Depends(require_scope(Scope.reward))]
+Read = [Depends(require_scope(Scope.reward, Scope.admin))]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
+Version = Annotated[int, Query(ge=1, le=2**31 - 1)]
+
+
+def _service(request: Request) -> RubricsService:
+    return service_of(request, RubricsService)
+
+
+Service = Annotated[RubricsService, Depends(_service)]
+
+
+@router.post("", status_code=201, dependencies=Write)
+async def create(body: RubricCreate, service: Service) -> RubricOut:
+    """A new rubric (``rb_...``, version 1); its criteria get stable ids c1, c2, ..."""
+    return await service.create(body)
+
+
+@router.get("", dependencies=Read)
+async def listing(
+    service: Service,
+    name: Annotated[str | None, Query(max_length=200)] = None,
+    domain: Annotated[str | None, Query(max_length=100)] = None,
+    source: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[RubricOut]:
+    """The caller's rubrics (current versions), filtered by exact name, domain or source."""
+    where = ListFilter(name=name, domain=domain, source=source)
+    return await service.page(where, limit=limit, offset=offset)
+
+
+@router.post("/import", status_code=201, dependencies=Write)
+async def import_jsonl(request: Request, service: Service) -> ImportResult:
+    """A JSONL body, one rubric per line (the shape of ``POST /v1/rubrics``): all or none."""
+    text = (await request.body()).decode("utf-8", errors="replace")
+    return await service.import_jsonl(text)
+
+
+@router.post("/score", response_model=ScoreResponse, dependencies=Write)
+async def score(
+    body: ScoreRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> JSONResponse:
+    """Rewards of G completions against a rubric, with every criterion's verdict."""
+    return await replayable(resources, key, "rubrics.score", body, lambda: service.score(body))
+
+
+@router.get("/{rubric_id}", dependencies=Read)
+async def get(rubric_id: str, service: Service, version: Version | None = None) -> RubricOut:
+    """The current version, or ``?version=N`` (``rb_...@N`` works too)."""
+    return await service.get(rubric_id, version)
+
+
+@router.put("/{rubric_id}", dependencies=Write)
+async def update(rubric_id: str, body: RubricUpdate, service: Service) -> RubricOut:
+    """A new version (made current); send criterion ids to keep a reworded criterion's id."""
+    return await service.update(rubric_id, body)
+
+
+@router.get("/{rubric_id}/versions", dependencies=Read)
+async def versions(
+    rubric_id: str, service: Service, limit: Limit = 100, offset: Offset = 0
+) -> Page[RubricVersionInfo]:
+    """Every version, oldest first, with the one that is current."""
+    return await service.versions(rubric_id, limit=limit, offset=offset)
+
+
+@router.get("/{rubric_id}/diff", dependencies=Read, response_model_by_alias=True)
+async def diff(
+    rubric_id: str,
+    service: Service,
+    old: Annotated[int, Query(alias="from", ge=1, le=2**31 - 1)],
+    new: Annotated[int, Query(alias="to", ge=1, le=2**31 - 1)],
+) -> RubricDiff:
+    """What changed between two versions, criterion by criterion (by id)."""
+    return await service.diff(rubric_id, old, new)
+
+
+@router.post("/{rubric_id}/rollback", dependencies=Write)
+async def rollback(rubric_id: str, body: RollbackRequest, service: Service) -> RubricOut:
+    """Make an older version current again (later versions are kept)."""
+    return await service.rollback(rubric_id, body)
