@@ -7,19 +7,26 @@
    in-process, cache off: time ratio.
 5. Shared-prompt-prefix reuse off vs on (a second backend with judge_prefix_min_tokens=0):
    benchmark 1 both ways in one interleaved run, and a G=8 round-robin group (56 prompts).
+6. Merging concurrent requests (issue 8): 8 concurrent /v1/judge/scale requests of G=8 vs one
+   request of G=64 on the same 64 texts, through the judge app (httpx ASGI transport, cache
+   off), target <= 1.3; and the 8 requests again on an app with merging off
+   (judge_batch_max_rows=1), for reference.
 
 Run: .venv/bin/python -m bench.bench_judge [--repeats N] [--pairs 32]
-     [--only swap,generate,cache,http,prefix]
+     [--only swap,generate,cache,http,prefix,merge]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,7 +41,8 @@ from services.judge.schemas import GroupRequest, JudgeOptions
 from services.judge.service import JudgeService
 
 QUESTION = "Explain in one or two sentences what the assistant computed."
-SECTIONS = ("swap", "generate", "cache", "http", "prefix")
+SECTIONS = ("swap", "generate", "cache", "http", "prefix", "merge")
+MERGE_GROUPS = 8
 
 
 def _service(backend: Any, cache: MemoryCache | None = None) -> JudgeService:
@@ -160,11 +168,78 @@ def http_vs_in_process(backend: Any, repeats: int) -> dict[str, Any]:
     return {**times, "ratio": times["http"] / times["in_process"]}
 
 
+def merge_ratio(repeats: int, group_size: int = 8) -> dict[str, Any]:
+    """8 concurrent scale requests of G vs one of 8*G, through the app, merging on and off."""
+    texts = completions(MERGE_GROUPS * group_size, seed=17, sentences=1)
+    body = {"prompt": QUESTION, "k": 5, "cache": False}
+    groups = [texts[i : i + group_size] for i in range(0, len(texts), group_size)]
+    with asyncio.Runner() as runner, contextlib.ExitStack() as stack:
+        merged = stack.enter_context(_judge_app(runner, judge_batch_max_rows=len(texts)))
+        unmerged = stack.enter_context(_judge_app(runner, judge_batch_max_rows=1))
+
+        async def one_request() -> None:
+            response = await merged.post("/v1/judge/scale", json={**body, "completions": texts})
+            response.raise_for_status()
+
+        async def concurrent(client: httpx.AsyncClient) -> None:
+            responses = await asyncio.gather(
+                *(client.post("/v1/judge/scale", json={**body, "completions": g}) for g in groups)
+            )
+            for response in responses:
+                response.raise_for_status()
+
+        times = interleaved(
+            {
+                "one": lambda: runner.run(one_request()),
+                "concurrent": lambda: runner.run(concurrent(merged)),
+                "concurrent_unmerged": lambda: runner.run(concurrent(unmerged)),
+            },
+            repeats,
+        )
+        stats = runner.run(merged.get("/metrics")).text
+    return {
+        "requests": MERGE_GROUPS,
+        "group_size": group_size,
+        "one_s": times["one"],
+        "concurrent_s": times["concurrent"],
+        "concurrent_unmerged_s": times["concurrent_unmerged"],
+        "ratio": times["concurrent"] / times["one"],
+        "ratio_unmerged": times["concurrent_unmerged"] / times["one"],
+        "batch_metrics": [line for line in stats.splitlines() if "model_batch_requests_" in line],
+    }
+
+
+@contextlib.contextmanager
+def _judge_app(runner: asyncio.Runner, **overrides: Any) -> Iterator[httpx.AsyncClient]:
+    """The judge app on its own started backend (SQLite in a temp dir), with a client."""
+    from services.judge.app import create_app
+
+    data_dir = tempfile.mkdtemp(prefix="plaudit-bench-")
+    settings = get_settings().model_copy(
+        update={"data_dir": Path(data_dir), "judge_max_group_size": 64, **overrides}
+    )
+    app = create_app(settings)
+    lifespan = app.router.lifespan_context(app)
+    runner.run(lifespan.__aenter__())
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://bench", timeout=600
+    )
+    try:
+        runner.run(_wait_ready(client))
+        yield client
+    finally:
+        runner.run(client.aclose())
+        runner.run(lifespan.__aexit__(None, None, None))
+
+
+async def _wait_ready(client: httpx.AsyncClient) -> None:
+    while (await client.get("/health/ready")).status_code != 200:
+        await asyncio.sleep(0.2)
+
+
 async def _started_backend(**overrides: Any) -> Any:
     backend = make_backend(get_settings().with_overrides(**overrides))
-    start = getattr(backend, "start", None)
-    if start is not None:
-        await start()
+    await backend.start()
     return backend
 
 
@@ -179,13 +254,14 @@ def main() -> None:
     only = set(args.only.split(","))
     if only - set(SECTIONS):
         parser.error(f"unknown sections {sorted(only - set(SECTIONS))}")
+    result: dict[str, Any] = {"machine": machine()}
+    if only == {"merge"}:  # the apps load their own backends
+        result["merge"] = merge_ratio(args.repeats)
+        print(json.dumps(result, indent=2))
+        return
     backend = asyncio.run(_started_backend())
     service = _service(backend)
-    result: dict[str, Any] = {
-        "machine": machine(),
-        "backend": backend.info.name,
-        "model": backend.info.model_id,
-    }
+    result.update(backend=backend.info.name, model=backend.info.model_id)
     if "swap" in only:
         result["swap"] = swap_ratio(service, args.pairs, args.repeats)
     if "generate" in only:
@@ -197,6 +273,8 @@ def main() -> None:
     if "prefix" in only:
         unshared = _service(asyncio.run(_started_backend(judge_prefix_min_tokens=0)))
         result["prefix_sharing"] = prefix_sharing(service, unshared, args.pairs, args.repeats)
+    if "merge" in only:
+        result["merge"] = merge_ratio(args.repeats)
     print(json.dumps(result, indent=2))
 
 

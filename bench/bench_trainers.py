@@ -16,11 +16,14 @@ import argparse
 import itertools
 import json
 import os
+import re
 import statistics
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench.common import machine, plaudit_server
 from bench.texts import completions
@@ -33,11 +36,16 @@ SPEC: dict[str, Any] = {
 PROMPT = "Explain in one sentence what the assistant computed."
 
 
+# Shared by every Load: with one counter per Load, the warm-up's groups came back in the
+# one-trainer phase and that phase's in the eight-trainer phase, as judge cache hits.
+_SEEDS = itertools.count(1000)
+
+
 class Load:
     """Unique group texts for every request, and the latencies of the finished ones."""
 
     def __init__(self, group_size: int) -> None:
-        self._seeds = itertools.count(1000)
+        self._seeds = _SEEDS  # one counter for the whole run: no phase repeats another's text
         self._lock = threading.Lock()
         self.group_size = group_size
         self.latencies: list[float] = []
@@ -104,6 +112,41 @@ def phase(base: str, workers: int, duration: float, group_size: int) -> dict[str
     }
 
 
+def merged_calls(base: str) -> dict[str, dict[str, float]]:
+    """Per model worker: calls so far, and the requests and rows they carried (/metrics)."""
+    text = httpx.get(f"{base}/metrics", timeout=30).text
+    out: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = _BATCH_LINE.match(line)
+        if match:
+            metric, model, value = match.groups()
+            out.setdefault(model, {})[_BATCH_NAMES[metric]] = float(value)
+    return out
+
+
+def _difference(
+    after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """What one phase added, with the mean requests and rows per call."""
+    out = {}
+    for model, values in after.items():
+        delta = {k: v - before.get(model, {}).get(k, 0.0) for k, v in values.items()}
+        calls = delta.get("calls", 0.0)
+        if calls:
+            delta["requests_per_call"] = delta.get("requests", 0.0) / calls
+            delta["rows_per_call"] = delta.get("rows", 0.0) / calls
+        out[model] = delta
+    return out
+
+
+_BATCH_LINE = re.compile(
+    r"^plaudit_model_batch_(requests_count|requests_sum|size_sum)\{model=\"([^\"]+)\"\} (\S+)$"
+)
+
+
+_BATCH_NAMES = {"requests_count": "calls", "requests_sum": "requests", "size_sum": "rows"}
+
+
 def _quantile(sorted_values: list[float], q: float) -> float | None:
     if not sorted_values:
         return None
@@ -152,7 +195,9 @@ def main() -> None:
     with plaudit_server("all", env={"PLAUDIT_MODEL_CACHE_DIR": _models_dir()}) as base:
         warm_up(base, args.group_size)
         one = phase(base, 1, args.duration, args.group_size)
+        before = merged_calls(base)
         many = phase(base, args.workers, args.duration, args.group_size)
+        many["model_calls"] = _difference(merged_calls(base), before)
     result = {
         "machine": machine(),
         "spec": SPEC,

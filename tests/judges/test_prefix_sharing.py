@@ -183,3 +183,24 @@ def test_sliding_window_and_recurrent_models_do_not_share() -> None:
     assert _full_attention_only(SimpleNamespace(layer_types=["full_attention"] * 2))
     assert not _full_attention_only(SimpleNamespace(sliding_window=4096))
     assert not _full_attention_only(SimpleNamespace(layer_types=["full_attention", "mamba"]))
+
+
+def test_prefix_groups_join_callers_on_one_question_and_split_different_ones() -> None:
+    from judges.backends.batching import prefix_groups
+
+    head = list(range(100, 140))  # template: 40 tokens
+    q1, q2 = list(range(200, 230)), list(range(300, 330))  # two 30-token questions
+
+    def caller(question: list[int], first_owner: int, n: int = 4) -> list[Row]:
+        return [Row(first_owner + i, [*head, *question, 900 + i, 901]) for i in range(n)]
+
+    same = prefix_groups([caller(q1, 0), caller(q1, 4)])
+    assert [[r.owner for r in g] for g in same] == [list(range(8))]
+    apart = prefix_groups([caller(q1, 0), caller(q2, 4), caller(q1, 8)])
+    assert sorted(sorted(r.owner for r in g) for g in apart) == [
+        [0, 1, 2, 3, 8, 9, 10, 11],
+        [4, 5, 6, 7],
+    ]
+    # single rows have nothing of their own to share: they join whatever they meet
+    singles = prefix_groups([caller(q1, 0, 1), caller(q2, 1, 1)])
+    assert len(singles) == 1 and len(singles[0]) == 2
