@@ -6,7 +6,9 @@
 # (the same conversion the local backend uses, kept in $PLAUDIT_TEST_MODEL_CACHE). Workarounds
 # for this build, as found on these machines: PyPI's torchvision/torchaudio/torchcodec are CUDA
 # builds that break `import vllm`, so they are removed; it has no GGUF loader, so it serves the
-# converted HF directory; --enforce-eager skips a 90 s compile warm-up.
+# converted HF directory; --enforce-eager skips a 90 s compile warm-up. Guided decoding runs
+# without free whitespace between JSON tokens (disable_any_whitespace): with it allowed, the
+# 135M model pads a schema-valid object with newlines until max_tokens runs out (seen here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +38,8 @@ VLLM_CACHE_ROOT="$WORK/vllm-cache" TORCHINDUCTOR_CACHE_DIR="$WORK/inductor-cache
 VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \
   "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
     --model "$MODEL_DIR" --served-model-name smollm2-135m --host 127.0.0.1 --port "$PORT" \
-    --dtype float32 --max-model-len 2048 --enforce-eager > "$LOG" 2>&1 &
+    --dtype float32 --max-model-len 2048 --enforce-eager \
+    --structured-outputs-config '{"backend": "xgrammar", "disable_any_whitespace": true}' > "$LOG" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
 

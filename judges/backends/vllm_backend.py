@@ -228,7 +228,7 @@ class VLLMRuntime:
             if self.structured is None:
                 raise ValueError("this vLLM has no guided decoding")
             field_name, params_class = self.structured
-            extra[field_name] = params_class(json=dict(request.json_schema))
+            extra[field_name] = _guided(params_class, dict(request.json_schema))
         return self.sampling_params(
             max_tokens=request.max_new_tokens,
             temperature=request.temperature,
@@ -288,6 +288,16 @@ def guided_decoding() -> tuple[str, Callable[..., Any]] | None:
         return "guided_decoding", GuidedDecodingParams
     except ImportError:
         return None
+
+
+def _guided(params_class: Callable[..., Any], schema: dict[str, Any]) -> Any:
+    """Guided decoding of ``schema`` with no free whitespace between JSON tokens, where the
+    vLLM version has that switch: small models otherwise pad the object with newlines until
+    ``max_tokens`` runs out (seen with SmolLM2 on vLLM 0.32)."""
+    try:
+        return params_class(json=schema, disable_any_whitespace=True)
+    except TypeError:
+        return params_class(json=schema)
 
 
 def _has_prefix_pair(tokenized: list[list[int]]) -> bool:

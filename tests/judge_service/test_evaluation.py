@@ -42,8 +42,18 @@ def test_wilson_interval() -> None:
 
 def test_summary_counts_agreement_consistency_and_position() -> None:
     outcomes = [
-        ev.VoteOutcome(_vote(0, "math", "a"), 0.8, "a", True, [0.9, 0.3]),
-        ev.VoteOutcome(_vote(1, "math", "b"), 0.6, "tie", False, [0.9, 0.7]),
+        ev.VoteOutcome(
+            _vote(0, "math", "a"), 0.8, "a", True, [0.9, 0.3], "ok", ["ok/structured"] * 2
+        ),
+        ev.VoteOutcome(
+            _vote(1, "math", "b"),
+            0.6,
+            "tie",
+            False,
+            [0.9, 0.7],
+            "ok",
+            ["ok/structured", "ok/scored"],
+        ),
         ev.VoteOutcome(_vote(2, "math", "tie"), 0.4, "b", True, [0.2, 0.6]),
         ev.VoteOutcome(_vote(3, "math", "b"), None, None, None, [], "error: down"),
     ]
@@ -54,6 +64,7 @@ def test_summary_counts_agreement_consistency_and_position() -> None:
     assert s["forced_choice_on_human_non_ties"]["rate"] == pytest.approx(0.5)
     assert s["position_consistency"]["rate"] == pytest.approx(2 / 3)
     assert s["first_slot_preference"]["rate"] == pytest.approx(4 / 6)
+    assert s["orders_by_source"] == {"ok/structured": 3, "ok/scored": 1}
     refs = ev.references([o.vote for o in outcomes])
     assert refs["longer_answer"]["agreement_on_human_non_ties"]["rate"] == pytest.approx(2 / 3)
 
@@ -86,7 +97,8 @@ def test_eval_command_on_the_real_judge(
     assert "GPT-4 (data)" in result.output and "longer answer" in result.output
     report = json.loads(out.read_text())
     assert report["overall"]["votes"] == 2 and report["overall"]["failed"] == 0
-    assert report["config"]["backend"] == "local"
+    assert report["config"]["backend"] == "local" and "partial" not in report["config"]
+    assert sum(report["overall"]["orders_by_source"].values()) == 4
     assert set(report) >= {"per_category", "references", "single_order"}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -66,7 +68,12 @@ async def test_generate_mode_on_the_real_model(client: httpx.AsyncClient) -> Non
         "max_new_tokens": 48,
     }
     data = (await client.post("/v1/judge/pairwise", json=body)).json()
-    assert data["status"] == "ok", "structured output gives every order a verdict"
+    assert data["status"] == "ok" and data["judge"]["template"] == "pairwise_json@1", data
     assert all(o["reply"] for o in data["orders"]), "the generated replies are returned"
-    assert {o["verdict_source"] for o in data["orders"]} == {"structured"}
+    assert {o["verdict_source"] for o in data["orders"]} == {"structured"}, "no fallback needed"
+    assert all(json.loads(o["reply"])["verdict"] in ("A", "B", "tie") for o in data["orders"])
     assert 0.0 <= data["p_a"] <= 1.0
+    text = {**body, "template": "pairwise_generate@1"}
+    data = (await client.post("/v1/judge/pairwise", json=text)).json()
+    assert data["status"] == "ok", "a reply without a verdict line gets its letter scored"
+    assert {o["verdict_source"] for o in data["orders"]} <= {"parsed", "scored"}
