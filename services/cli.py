@@ -25,7 +25,6 @@ APPS = {
     "ordinal": "services.ordinal.app:create_app",
     "diversity": "services.diversity.app:create_app",
     "judge": "services.judge.app:create_app",
-    "rubrics": "services.rubrics.app:create_app",
 }
 
 app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")

@@ -23,7 +23,7 @@ from services.core.records import content_hash
 from services.rewards.schemas import AdvantageName, SpecError
 
 #: Channels named in the roadmap that this build does not serve yet.
-PLANNED_CHANNELS = ("rubric", "karma")
+PLANNED_CHANNELS = ("karma",)
 SPEC_KEYS = ("channels", "advantage")
 
 

@@ -20,7 +20,7 @@ def _body(spec: Any, completions: list[str] = COMPLETIONS) -> dict[str, Any]:
 
 BAD_SPECS = [
     ({"channels": {"foo": {}}}, "spec.channels.foo", "unknown channel"),
-    ({"channels": {"rubric": {"weight": 1}}}, "spec.channels.rubric", "not available yet"),
+    ({"channels": {"rubric": {"mode": "vibes"}}}, "spec.channels.rubric.mode", "logprob"),
     ({"channels": {"karma": {}}}, "spec.channels.karma", "not available yet"),
     ({"channels": {"diversity": {"weight": -1}}}, "spec.channels.diversity.weight", "0"),
     ({"channels": {"diversity": {"wieght": 1}}}, "spec.channels.diversity.wieght", "option"),
