@@ -38,6 +38,12 @@ async def started_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
+def _metric(text: str, name: str) -> float:
+    """The value of one sample line of a Prometheus text exposition."""
+    line = next(line for line in text.splitlines() if line.startswith(name + " "))
+    return float(line.rsplit(" ", 1)[1])
+
+
 async def wait_ready(client: httpx.AsyncClient) -> httpx.Response:
     for _ in range(600):
         response = await client.get("/health/ready")
@@ -68,10 +74,12 @@ async def test_concurrent_scale_requests_are_merged(tmp_path: Path, model_cache_
         for m, s in zip(merged, single, strict=True):
             assert m == pytest.approx(s, abs=1e-4)
         metrics = (await client.get("/metrics")).text
-        # two model calls: the four merged requests (16 rows), then the lone one (4)
-        assert 'plaudit_model_batch_requests_count{model="judge"} 2.0' in metrics
-        assert 'plaudit_model_batch_requests_sum{model="judge"} 5.0' in metrics
-        assert 'plaudit_model_batch_size_sum{model="judge"} 20.0' in metrics
+        # Ideally two model calls: the four merged requests (16 rows), then the lone one (4).
+        # On a busy machine a request can miss the merge window, so ask only that some merged.
+        calls = _metric(metrics, 'plaudit_model_batch_requests_count{model="judge"}')
+        assert _metric(metrics, 'plaudit_model_batch_requests_sum{model="judge"}') == 5.0
+        assert _metric(metrics, 'plaudit_model_batch_size_sum{model="judge"}') == 20.0
+        assert 2.0 <= calls < 5.0, "concurrent requests shared model calls"
 
 
 async def test_a_judge_that_cannot_load_is_not_ready_and_says_why(tmp_path: Path) -> None:
