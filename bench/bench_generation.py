@@ -72,7 +72,7 @@ def _is_json(text: str) -> bool:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = get_settings()
     backend = LocalBackend(
-        settings.judge_model,
+        settings.judge.model,
         cache_dir=settings.models_dir,
         max_batch_size=args.batch,
         num_threads=args.threads,

@@ -15,7 +15,7 @@ from typing import Literal
 import httpx
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
-from services.gateway.app import create_app
+from services.app import create_app
 
 from judges.backends.base import system, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
