@@ -15,11 +15,11 @@ from typing import Literal
 import httpx
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
-from services.app import create_app
 
 from judges.backends.base import system, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.generation import GenerationRequest, Sampling, generate
+from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.settings import Settings
 
