@@ -32,5 +32,5 @@ async def test_a_slow_request_gets_504_and_releases_its_key(
     scripted.delay = 0
     retried = await fast_client.post("/v1/judge/scale", json=body, headers=headers)
     assert retried.status_code == 200, "the stopped request released its Idempotency-Key"
-    groups = (await fast_client.get("/v1/runs/slow/groups")).json()["groups"]
+    groups = (await fast_client.get("/v1/runs/slow/groups")).json()["items"]
     assert len(groups) == 1

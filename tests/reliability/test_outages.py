@@ -77,7 +77,7 @@ async def _until_ok(
 
 async def _stored_steps(client: httpx.AsyncClient, run_id: str) -> list[int]:
     page = (await client.get(f"/v1/runs/{run_id}/groups", params={"limit": 1000})).json()
-    return sorted(g["step"] for g in page["groups"])
+    return sorted(g["step"] for g in page["items"])
 
 
 @pytest.fixture
