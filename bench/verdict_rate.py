@@ -7,6 +7,7 @@ the reply), ``structured`` (a schema-valid JSON reply), or none (``unparseable``
 
 Run: .venv/bin/python -m bench.verdict_rate --data ../shared/data/mtbench_human/dev.jsonl
      --limit 32 --max-new-tokens 48 --verdict-fallback none [--template pairwise_generate@1]
+     [--skip N: resume after the sample's first N votes]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from services.judge.service import JudgeService
 async def _count(args: argparse.Namespace) -> dict[str, Any]:
     settings = get_settings()
     votes = ev.stratified_sample(ev.load_votes(args.data), args.limit, args.seed, non_tie_only=True)
+    votes = votes[args.skip :]  # resume a run that stopped part-way (the sample is in id order)
     backend = make_backend(settings)
     start = getattr(backend, "start", None)
     if start is not None:
@@ -91,6 +93,7 @@ def main() -> None:
     parser.add_argument("--verdict-fallback", choices=("score", "none"), default="none")
     parser.add_argument("--template", default=None)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--skip", type=int, default=0, help="leave out the sample's first votes")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = asyncio.run(_count(args))
