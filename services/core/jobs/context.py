@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,8 @@ class JobContext:
     async def progress(self, done: int, total: int | None = None, stage: str | None = None) -> None:
         """Record progress (``total`` and ``stage`` kept when None); raises JobCancelled when
         the job was cancelled meanwhile."""
-        if await self._store.report(self.job_id, done, total, stage):
+        # Shielded: a cancel landing here must not cut a database write in half.
+        if await asyncio.shield(self._store.report(self.job_id, done, total, stage)):
             self.cancel_requested = True
         self.raise_if_cancelled()
 

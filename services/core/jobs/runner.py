@@ -42,6 +42,10 @@ def is_own_worker(worker: str) -> bool:
 class _Running:
     task: asyncio.Task[Any]
     ctx: JobContext
+    hard_cancel_scheduled: bool = False
+    finishing: bool = False
+    """Set once the outcome is being written: a cancel that arrives then must not interrupt
+    the write (the record would stay ``running`` until its lease expired)."""
 
 
 class JobRunner:
@@ -89,13 +93,26 @@ class JobRunner:
             self._running.pop(job.id, None)
 
     def cancel_local(self, job_id: str) -> bool:
-        """Stop a job this runner is running now; False when it is not running here."""
+        """Stop a job this runner is running now; False when it is not running here.
+
+        The job sees the flag at its next cancellation point (a progress report) and stops
+        cleanly; only a job that reaches none within ``cancel_grace_s`` has its task cancelled,
+        since a task cancelled in the middle of a database write can leave SQLite locked.
+        """
         running = self._running.get(job_id)
         if running is None:
             return False
         running.ctx.cancel_requested = True
-        running.task.cancel()
+        if not running.finishing and not running.hard_cancel_scheduled:
+            running.hard_cancel_scheduled = True
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._settings.cancel_grace_s, self._hard_cancel, job_id, running)
         return True
+
+    def _hard_cancel(self, job_id: str, running: _Running) -> None:
+        if self._running.get(job_id) is running and not running.finishing:
+            log.info("job %s reached no cancellation point in time; cancelling its task", job_id)
+            running.task.cancel()
 
     async def _run(
         self,
@@ -128,7 +145,13 @@ class JobRunner:
     async def _finish(
         self, ctx: JobContext, state: FinalState, *, result: Any = None, error: str | None = None
     ) -> None:
-        if not await self._store.finish(ctx.job_id, self.worker, state, result=result, error=error):
+        running = self._running.get(ctx.job_id)
+        if running is not None:
+            running.finishing = True
+        # Shielded: a cancel racing the write (the heartbeat sees the same cancel request that
+        # the job's own progress call just raised on) still lets the outcome reach the record.
+        write = self._store.finish(ctx.job_id, self.worker, state, result=result, error=error)
+        if not await asyncio.shield(write):
             log.warning("job %s was no longer ours to finish (%s)", ctx.job_id, state)
 
     async def _beat(self) -> None:

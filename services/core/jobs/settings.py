@@ -29,6 +29,12 @@ class JobsSettings(BaseModel):
     timeout_s: float = Field(
         default=6 * 3600.0, gt=0, description="a job running longer than this fails"
     )
+    cancel_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="a cancelled job that reaches no cancellation point (progress report) "
+        "within this long has its task cancelled",
+    )
     queue_name: str = Field(default="plaudit:jobs", description="the arq queue on Redis")
 
     @model_validator(mode="after")
