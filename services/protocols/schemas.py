@@ -47,6 +47,10 @@ class OpenRLHFResponse(BaseModel):
     scores: list[float]
     extra_logs: dict[str, list[float]]
     statuses: list[str]
+    truncated: list[bool] = Field(
+        description="the policy saw this sample's prompt cut from the left (OpenRLHF's prompt "
+        "limit); the judge was shown the same cut prompt"
+    )
     spec_hash: str
 
 

@@ -10,6 +10,7 @@ sample stays marked as failed (``failed``/``status``), so it is never a silent 0
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,12 +26,58 @@ END_MARKERS = (
     "<|eot_id|>",
     "<|end_of_text|>",
     "<|end|>",
+    "<end_of_turn>",
+    "<eos>",
     "</s>",
     "<pad>",
 )
 
+#: Begin-of-text tokens a decoded query may start with before the (truncated) prompt.
+_BOS = re.compile(r"^(?:<s>|<bos>|<\|begin_of_text\|>|<\|startoftext\|>|\s)*")
+#: How much of the prompt's end is looked for in a query whose prompt was cut from the left.
+_TAIL_CHARS = 16
+
 #: Status of the samples of a group too small for a group channel (a lone straggler).
 GROUP_TOO_SMALL = "group_too_small"
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where the prompt ends inside a query: the response, and the prompt as the policy saw it
+    (``truncated``: cut from the left, so a suffix of the prompt sent beside the query)."""
+
+    response: str
+    prompt_seen: str
+    truncated: bool
+
+
+def locate_response(query: str, prompt: str) -> Located | None:
+    """The response inside ``query``, also when the policy saw the prompt cut from the left.
+
+    OpenRLHF truncates a prompt longer than its limit from the left before generating, but
+    posts the full prompt beside the query: the query then starts with a suffix of the prompt.
+
+    >>> locate_response("...question?<|assistant|>Yes", "Long context. The question?<|assistant|>")
+    >>> located = locate_response("the question?<|assistant|>Yes",
+    ...                           "A long context and the question?<|assistant|>")
+    >>> (located.response, located.prompt_seen, located.truncated)
+    ('Yes', 'the question?<|assistant|>', True)
+    """
+    response = split_response(query, prompt)
+    if response is not None:
+        return Located(response, prompt, truncated=False)
+    start = _BOS.match(query).end()  # type: ignore[union-attr]
+    body = query[start:]
+    tail = prompt[-_TAIL_CHARS:]
+    if not tail:
+        return None
+    at = body.find(tail)
+    while at >= 0:
+        end = at + len(tail)
+        if prompt.endswith(body[:end]):
+            return Located(strip_end_markers(body[end:]), body[:end], truncated=True)
+        at = body.find(tail, at + 1)
+    return None
 
 
 def split_response(query: str, prompt: str) -> str | None:

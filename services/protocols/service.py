@@ -34,11 +34,13 @@ from services.protocols.schemas import (
 from services.protocols.scoring import (
     GROUP_TOO_SMALL,
     SampleReward,
+    locate_response,
     settle_group,
-    split_response,
+    strip_end_markers,
     unscored_group,
 )
 from services.protocols.settings import ProtocolsSettings
+from services.protocols.templates import unwrap_prompt
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
 from services.rewards.spec import ResolvedSpec
@@ -72,6 +74,8 @@ class ProtocolOptions:
 class Sample:
     prompt: Prompt
     response: str
+    truncated: bool = False
+    """The policy saw the prompt cut from the left; the judge sees the same cut."""
 
 
 @dataclass(frozen=True)
@@ -146,20 +150,42 @@ class ProtocolService:
         # With several --remote_rm_url endpoints, OpenRLHF shards each request's samples
         # across them, so the others receive empty lists: they get empty answers.
         samples = [
-            Sample(prompt, _response(query, prompt, i))
+            self._openrlhf_sample(query, prompt, i)
             for i, (query, prompt) in enumerate(zip(request.query, request.prompts, strict=True))
         ]
         rewards = await self.score(samples, options)
-        return openrlhf_response(rewards, options.spec)
+        return openrlhf_response(rewards, options.spec, [s.truncated for s in samples])
+
+    def _openrlhf_sample(self, query: str, prompt: str, index: int) -> Sample:
+        located = locate_response(query, prompt)
+        if located is None:
+            raise InvalidInput(
+                f"query[{index}] does not contain prompts[{index}] (nor an end of it): each "
+                "query must be the decoded prompt followed by the response",
+                param=f"query[{index}]",
+            )
+        return Sample(
+            self._clean_prompt(located.prompt_seen, truncated=located.truncated),
+            located.response,
+            truncated=located.truncated,
+        )
+
+    def _clean_prompt(self, text: str, *, truncated: bool = False) -> Prompt:
+        """Chat-templated prompt text as the conversation it holds (see templates.py)."""
+        if not self._settings.unwrap_templates:
+            return text
+        keep = self._settings.keep_system_prompt
+        return unwrap_prompt(text, keep_system=keep, truncated=truncated).prompt
 
     async def slime(self, request: SlimeRequest, options: ProtocolOptions) -> SlimeResponse:
         """slime's ``remote_rm``: one sample, answered as a dict for ``--reward-key reward``."""
         prompt: Prompt = (
-            request.prompt
+            self._clean_prompt(request.prompt)
             if isinstance(request.prompt, str)
             else [m.message() for m in request.prompt]
         )
-        [reward] = await self.score([Sample(prompt, request.response)], options)
+        response = strip_end_markers(request.response)
+        [reward] = await self.score([Sample(prompt, response)], options)
         return SlimeResponse(
             reward=reward.reward,
             score=reward.score,
@@ -235,11 +261,15 @@ class ProtocolService:
         return settle_group(key.spec, response.results)
 
 
-def openrlhf_response(rewards: Sequence[SampleReward], spec: ResolvedSpec) -> OpenRLHFResponse:
+def openrlhf_response(
+    rewards: Sequence[SampleReward], spec: ResolvedSpec, truncated: Sequence[bool] | None = None
+) -> OpenRLHFResponse:
     """OpenRLHF's answer; ``extra_logs`` hold numbers only (OpenRLHF averages them for logs)."""
+    cut = list(truncated) if truncated is not None else [False] * len(rewards)
     extra_logs = {
         "plaudit_failed": [1.0 if r.failed else 0.0 for r in rewards],
         "plaudit_group_size": [float(r.group_size) for r in rewards],
+        "plaudit_truncated": [1.0 if t else 0.0 for t in cut],
     }
     for name in sorted(spec.channels):
         extra_logs[f"plaudit_{name}"] = [r.channels[name] for r in rewards]
@@ -248,6 +278,7 @@ def openrlhf_response(rewards: Sequence[SampleReward], spec: ResolvedSpec) -> Op
         scores=[r.score for r in rewards],
         extra_logs=extra_logs,
         statuses=[r.status for r in rewards],
+        truncated=cut,
         spec_hash=spec.hash,
     )
 
@@ -290,17 +321,6 @@ def _check_openrlhf(request: OpenRLHFRequest) -> None:
         values = getattr(request, name)
         if values is not None and len(values) != n:
             raise InvalidInput(f"{name} needs one entry per query ({n})", param=name)
-
-
-def _response(query: str, prompt: str, index: int) -> str:
-    response = split_response(query, prompt)
-    if response is None:
-        raise InvalidInput(
-            f"query[{index}] does not contain prompts[{index}]: each query must be the "
-            "decoded prompt followed by the response",
-            param=f"query[{index}]",
-        )
-    return response
 
 
 def _prompt_hash(prompt: Prompt) -> str:

@@ -34,3 +34,12 @@ class ProtocolsSettings(BaseModel):
         description="a failed sample gets its group's mean ok total (neutral, flagged in the "
         "response) or the request answers 503 (error)",
     )
+    unwrap_templates: bool = Field(
+        default=True,
+        description="turn chat-templated prompt text (ChatML, Llama 3, Gemma, Mistral, Phi) "
+        "back into the conversation before the judge sees it",
+    )
+    keep_system_prompt: bool = Field(
+        default=False,
+        description="keep the policy's system prompt when unwrapping a templated prompt",
+    )

@@ -63,7 +63,7 @@ async def test_the_default_spec_scores_each_query_at_once(
         "pixel_values": None,
     }
     data = await _post(rewards_client, body)
-    assert set(data) == {"rewards", "scores", "extra_logs", "statuses", "spec_hash"}
+    assert set(data) == {"rewards", "scores", "extra_logs", "statuses", "truncated", "spec_hash"}
     same = await rewards_client.post(
         "/v1/rewards/group",
         json={
@@ -81,6 +81,7 @@ async def test_the_default_spec_scores_each_query_at_once(
     assert data["extra_logs"] == {
         "plaudit_failed": [0.0, 0.0],
         "plaudit_group_size": [2.0, 2.0],
+        "plaudit_truncated": [0.0, 0.0],
         "plaudit_judge_scale": pytest.approx(data["rewards"]),
     }
 
@@ -215,6 +216,7 @@ async def test_an_empty_shard_gets_an_empty_answer(rewards_client: httpx.AsyncCl
     assert data["extra_logs"] == {
         "plaudit_failed": [],
         "plaudit_group_size": [],
+        "plaudit_truncated": [],
         "plaudit_judge_scale": [],
     }
 

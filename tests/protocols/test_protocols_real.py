@@ -104,3 +104,62 @@ async def test_a_slime_sample_on_the_real_judge(client: httpx.AsyncClient) -> No
     assert data["status"] == "ok" and not data["failed"]
     assert 1.0 <= data["reward"] <= 10.0 and data["reward"] == data["channels"]["judge_scale"]
     assert data["score"] == pytest.approx((data["reward"] - 1) / 9)
+
+
+TEMPLATED_PROMPTS = {
+    "chatml": (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    ),
+    "llama3": (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+        "Date: December 2023<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is the "
+        "capital of France?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    ),
+    "gemma": (
+        "<bos><start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    ),
+    "mistral": "<s>[INST] What is the capital of France? [/INST]",
+}
+END_OF_TURN = {"chatml": "<|im_end|>", "llama3": "<|eot_id|>", "gemma": "<end_of_turn>"}
+
+
+async def test_templated_prompts_reach_the_judge_as_the_plain_question(
+    client: httpx.AsyncClient,
+) -> None:
+    """OpenRLHF's templated query and slime's --apply-chat-template prompt are graded exactly
+    as the plain question is: the real judge saw the same text (issue 10)."""
+    replies = ["Paris.", "I like turtles."]
+    spec = {"channels": {"judge_scale": {"k": 10}}}
+    plain = await client.post(
+        "/v1/rewards/group",
+        json={"prompt": "What is the capital of France?", "completions": replies, "spec": spec},
+    )
+    assert plain.status_code == 200, plain.text
+    expected = [r["total"] for r in plain.json()["results"]]
+    for name, prompt in TEMPLATED_PROMPTS.items():
+        end = END_OF_TURN.get(name, "</s>")
+        body = {"query": [prompt + r + end for r in replies], "prompts": [prompt] * 2}
+        answer = await client.post(URL, json=body, params={"spec": json.dumps(spec)})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["rewards"] == pytest.approx(expected, abs=1e-6), name
+        slime = await client.post(
+            "/slime/reward", json={"prompt": prompt, "response": replies[0] + end}
+        )
+        assert slime.status_code == 200, slime.text
+        assert slime.json()["reward"] == pytest.approx(expected[0], abs=1e-6), name
+
+
+async def test_a_prompt_cut_from_the_left_is_scored_and_flagged(client: httpx.AsyncClient) -> None:
+    """OpenRLHF posts the whole prompt beside a query generated from its truncated end."""
+    context = "Background: " + "France is a country in Western Europe. " * 40
+    prompt = f"<|im_start|>user\n{context}What is its capital?<|im_end|>\n<|im_start|>assistant\n"
+    seen = prompt[-120:]
+    body = {"query": [seen + "Paris.<|im_end|>"], "prompts": [prompt], "labels": [None]}
+    answer = await client.post(URL, json=body)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert data["truncated"] == [True] and data["statuses"] == ["ok"]
+    assert data["extra_logs"]["plaudit_truncated"] == [1.0]
