@@ -132,7 +132,7 @@ class GroupScorer:
         self._lock = threading.Lock()
         self._sync: tuple[int, PlauditClient] | None = None
         self._async: tuple[asyncio.AbstractEventLoop, AsyncPlauditClient] | None = None
-        self._group_channels: list[str] | None = None
+        self._verdict: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config, "spec": self.spec}
@@ -194,18 +194,23 @@ class GroupScorer:
         """The server's verdict on the spec: ``valid``, the resolved spec and hash, or errors."""
         return self.client().rewards_validate(self.spec)
 
-    def group_channels(self) -> list[str]:
-        """The spec's channels that compare a group's completions, as the server says (asked
-        once, then remembered); raises ``ValueError`` when the server rejects the spec."""
-        if self._group_channels is None:
+    def accepted(self) -> dict[str, Any]:
+        """The server's verdict on a valid spec (asked once, then remembered): the resolved
+        spec, ``group_channels`` and ``channel_ranges``; raises ``ValueError`` when the server
+        rejects the spec."""
+        if self._verdict is None:
             verdict = self.validate()
             if not verdict.get("valid"):
                 problems = "; ".join(
                     f"{e.get('param')}: {e.get('message')}" for e in verdict.get("errors", [])
                 )
                 raise ValueError(f"the server rejected the reward spec: {problems}")
-            self._group_channels = [str(name) for name in verdict.get("group_channels", [])]
-        return list(self._group_channels)
+            self._verdict = verdict
+        return self._verdict
+
+    def group_channels(self) -> list[str]:
+        """The spec's channels that compare a group's completions, as the server says."""
+        return [str(name) for name in self.accepted().get("group_channels", [])]
 
     def client(self) -> PlauditClient:
         """This process's blocking client (created on first use)."""

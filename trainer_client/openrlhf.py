@@ -13,10 +13,18 @@ Samples of the same prompt in one call are one group and one ``POST /v1/rewards/
 samples share a call is OpenRLHF's choice: batches of ``micro_rollout_batch_size`` (or
 ``remote_rm_batch_size``) in the versions that batch, one sample per call in those that score
 each sample right after its rollout. Group channels (``diversity``, ``judge_pairwise``) need
-every completion of a group in the same call, so a call holding a single sample of a prompt
-with such a spec raises ``ValueError``; pointwise specs (``judge_scale``) work either way.
+every completion of a group in the same call. OpenRLHF at HEAD calls ``reward_func`` one
+sample at a time, so a spec with a group channel is refused on the first call with a message
+that names the way that works: ``--remote_rm_url http://HOST/get_reward?group_size=N``, where
+the server gathers each prompt's samples. Set ``PLAUDIT_OPENRLHF_WHOLE_GROUPS=true`` only for
+an OpenRLHF that passes whole groups per call (older batching releases). Pointwise specs
+(``judge_scale``, ``rubric``) work either way.
 
-``rewards`` and ``scores`` are the weighted totals, ``extra_logs`` holds each channel's values
+``rewards`` are the weighted totals; ``scores`` are the same totals mapped onto 0..1 (each
+channel by its value range, then the weighted mean, as the server's ``/get_reward`` does), the
+range OpenRLHF's dynamic filtering expects. Trailing end-of-turn and padding tokens
+(``<|im_end|>``, ``</s>``, ...) are dropped from each response, as on the server.
+``extra_logs`` holds each channel's values
 (``plaudit/<channel>``) and the metrics channels report per group
 (``plaudit/rubric/pass_rate/required``, ...). With ``PLAUDIT_LABEL_COLUMN=rubric_id`` each
 sample's label is sent as its ``rubric_id`` column, so the ``rubric`` channel scores it with
@@ -28,11 +36,19 @@ normalization, a 0 would be a wrong reward), so a completion Plaudit could not s
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainer_client._groups import Group, Scored, channel_metrics, group_by_prompt, scatter
+from trainer_client._groups import (
+    BatchRewards,
+    Group,
+    Scored,
+    channel_metrics,
+    group_by_prompt,
+    scatter,
+)
 from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
 from trainer_client.errors import PlauditError
 
@@ -40,6 +56,21 @@ __all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics
 
 #: Sends OpenRLHF's labels as this dataset column (``rubric_id``: each sample's rubric).
 ENV_LABEL_COLUMN = "PLAUDIT_LABEL_COLUMN"
+#: Declares that this OpenRLHF passes every sample of a prompt in one call.
+ENV_WHOLE_GROUPS = "PLAUDIT_OPENRLHF_WHOLE_GROUPS"
+#: End-of-turn and padding tokens a decoded query may end with; the same list as the server's
+#: ``services/protocols/scoring.py`` (tests/client checks that they agree).
+END_MARKERS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<eos>",
+    "</s>",
+    "<pad>",
+)
 
 _scorer = EnvScorer()
 
@@ -75,8 +106,17 @@ def reward_func(
         raise ValueError(f"got {len(queries)} queries for {len(prompts)} prompts")
     texts = [response_text(q, p) for q, p in zip(queries, prompts, strict=True)]
     groups = group_by_prompt(list(prompts), texts, columns=_label_column(labels, len(texts)))
+    needs_group = scorer.group_channels()
+    whole_groups = os.environ.get(ENV_WHOLE_GROUPS, "").lower() in ("1", "true", "yes")
+    if needs_group and not whole_groups:
+        raise ValueError(
+            f"the spec's {', '.join(needs_group)} channel compares a prompt's samples, and "
+            "OpenRLHF calls a reward file one sample at a time: use the server's buffering "
+            "route instead (--remote_rm_url 'http://HOST:8000/get_reward?group_size=N' with the "
+            f"spec in PLAUDIT_PROTOCOLS_SPEC), or set {ENV_WHOLE_GROUPS}=true if your OpenRLHF "
+            "passes whole groups per call"
+        )
     single = next((g for g in groups if len(g) < 2), None)
-    needs_group = scorer.group_channels() if single is not None else []
     if needs_group and single is not None:
         raise ValueError(
             f"this call holds one sample of prompt {single.prompt!r:.80}, but the spec's "
@@ -98,13 +138,51 @@ def reward_func(
             index=missing,
         )
     totals = torch.tensor(rewards.totals, dtype=torch.float32)
+    units = torch.tensor(unit_scores(rewards, scorer.accepted()), dtype=torch.float32)
     extra_logs = {
         f"plaudit/{name}": torch.tensor(values, dtype=torch.float32)
         for name, values in sorted(rewards.channels.items())
     }
     for name, values in sorted(sample_metrics(groups, scored, len(texts)).items()):
         extra_logs[f"plaudit/{name}"] = torch.tensor(values, dtype=torch.float32)
-    return {"rewards": totals, "scores": totals.clone(), "extra_logs": extra_logs}
+    return {"rewards": totals, "scores": units, "extra_logs": extra_logs}
+
+
+def unit_scores(rewards: BatchRewards, verdict: Mapping[str, Any]) -> list[float]:
+    """Each sample's total on 0..1: every channel mapped by its range (a logistic when
+    unbounded), then weighted as in the spec.
+
+    >>> from trainer_client._groups import BatchRewards
+    >>> batch = BatchRewards([6.0], ["ok"], {"judge_scale": [6.0]}, [None], {})
+    >>> verdict = {"spec": {"channels": {"judge_scale": {"weight": 1.0}}},
+    ...            "channel_ranges": {"judge_scale": [1.0, 11.0]}}
+    >>> unit_scores(batch, verdict)
+    [0.5]
+    """
+    channels = verdict.get("spec", {}).get("channels", {})
+    ranges = verdict.get("channel_ranges", {})
+    weights = {name: float(channels.get(name, {}).get("weight", 1.0)) for name in rewards.channels}
+    total_weight = sum(weights.values())
+    out = []
+    for index in range(len(rewards.totals)):
+        units = {
+            name: _unit(values[index], ranges.get(name))
+            for name, values in rewards.channels.items()
+        }
+        if total_weight == 0:
+            out.append(sum(units.values()) / len(units) if units else 0.5)
+        else:
+            out.append(sum(weights[n] * u for n, u in units.items()) / total_weight)
+    return out
+
+
+def _unit(value: float | None, bounds: Sequence[float] | None) -> float:
+    if value is None:
+        return 0.5
+    if bounds is None:
+        return 1.0 / (1.0 + math.exp(-value))
+    low, high = bounds
+    return min(1.0, max(0.0, (value - low) / (high - low)))
 
 
 def sample_metrics(
@@ -148,6 +226,19 @@ def response_text(query: str, prompt: str) -> str:
     ' A: 4'
     """
     if prompt and query.startswith(prompt):
-        return query[len(prompt) :]
+        return strip_end_markers(query[len(prompt) :])
     at = query.find(prompt) if prompt else -1
-    return query[at + len(prompt) :] if at >= 0 else query
+    return strip_end_markers(query[at + len(prompt) :] if at >= 0 else query)
+
+
+def strip_end_markers(text: str) -> str:
+    """``"Hello<|im_end|><|endoftext|>"`` -> ``"Hello"``: the judge grades the answer only."""
+    while True:
+        trimmed = text.rstrip()
+        for marker in END_MARKERS:
+            if trimmed.endswith(marker):
+                trimmed = trimmed[: -len(marker)]
+                break
+        if trimmed == text:
+            return text
+        text = trimmed

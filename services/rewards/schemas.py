@@ -80,6 +80,11 @@ class ValidateResponse(BaseModel):
         description="the spec's channels that compare a group's completions: send whole "
         "groups (or use the trainer protocols' buffering) when this is not empty",
     )
+    channel_ranges: dict[str, list[float] | None] = Field(
+        default_factory=dict,
+        description="each channel's value range [low, high] under this spec (null when "
+        "unbounded): what a client needs to map totals onto 0..1",
+    )
     errors: list[SpecError] = Field(default_factory=list)
 
 

@@ -72,6 +72,10 @@ class RewardsService:
             spec=spec.as_dict(),
             spec_hash=spec.hash,
             group_channels=spec.group_channels,
+            channel_ranges={
+                name: (list(bounds) if (bounds := channel.value_range()) is not None else None)
+                for name, channel in spec.channels.items()
+            },
         )
 
     def describe_channels(self) -> dict[str, dict[str, object]]:

@@ -133,3 +133,14 @@ def _channel(value: float) -> dict[str, object]:
 
 def _bad() -> dict[str, object]:
     return {"value": None, "status": "invalid", "error": "prompt too long", "meta": {}}
+
+
+def test_the_reward_file_strips_the_same_end_markers_as_the_server() -> None:
+    import trainer_client.openrlhf as openrlhf
+    from services.protocols.scoring import END_MARKERS
+
+    assert openrlhf.END_MARKERS == END_MARKERS
+    assert (
+        openrlhf.response_text("<|user|>Hi<|assistant|>Yo<|im_end|>\n", "<|user|>Hi<|assistant|>")
+        == "Yo"
+    )

@@ -350,22 +350,33 @@ def test_verl_compute_score_batch_groups_by_prompt(
 
 
 def test_openrlhf_reward_func_loaded_by_path(
-    plaudit_env: Callable[[dict[str, Any]], None],
+    plaudit_env: Callable[[dict[str, Any]], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch = pytest.importorskip("torch")
     plaudit_env(BOTH)
     module = _load_by_path(trainer_client.openrlhf, "reward_func")
     prompts = ["<|user|>Name a prime number.<|assistant|>"] * 2 + ["<|user|>Name a colour."] * 2
     responses = ["7", "9 is prime", "Blue.", "I like turtles."]
-    queries = [p + r for p, r in zip(prompts, responses, strict=True)]
+    queries = [p + r + "<|im_end|>" for p, r in zip(prompts, responses, strict=True)]
+    # OpenRLHF at HEAD calls the file one sample at a time: a group spec is refused at once,
+    # whatever the call holds, with the route that works.
+    with pytest.raises(ValueError, match=r"get_reward\?group_size=N"):
+        module.reward_func(queries, prompts, ["7", "7", "blue", "blue"])
+    monkeypatch.setenv("PLAUDIT_OPENRLHF_WHOLE_GROUPS", "true")
     out = module.reward_func(queries, prompts, ["7", "7", "blue", "blue"])
     assert set(out) == {"rewards", "scores", "extra_logs"}
     assert isinstance(out["rewards"], torch.Tensor) and out["rewards"].shape == (4,)
-    assert torch.equal(out["rewards"], out["scores"])
     logs = out["extra_logs"]
     assert set(logs) == {"plaudit/diversity", "plaudit/judge_scale"}
     expected = logs["plaudit/judge_scale"] + 0.5 * logs["plaudit/diversity"]
     assert torch.allclose(out["rewards"], expected)
+    # scores: each channel on 0..1 by its range (judge_scale k=5: 1..5), weighted (1, 0.5).
+    units = ((logs["plaudit/judge_scale"] - 1) / 4 + 0.5 * logs["plaudit/diversity"]) / 1.5
+    assert torch.allclose(out["scores"], units)
+    assert bool(((out["scores"] >= 0) & (out["scores"] <= 1)).all())
+    # The end-of-turn token is not part of what the judge grades.
+    bare = module.reward_func([q.removesuffix("<|im_end|>") for q in queries], prompts, None)
+    assert torch.allclose(out["rewards"], bare["rewards"])
     with pytest.raises(ValueError, match="holds one sample of prompt"):
         module.reward_func(queries[:3], prompts[:3], None)
     plaudit_env(JUDGE)
