@@ -14,8 +14,11 @@ e.g. ``ray_init.runtime_env.env_vars`` or before ``ray start``)::
     custom_reward_function.name=compute_score          # or compute_score_async, compute_score_batch
 
 verl passes no prompt to a reward function, so the prompt is read from ``extra_info``
-(``PLAUDIT_PROMPT_KEY``, else the first of ``prompt``, ``question``, ``problem``), as verl's own
-data preprocessing scripts store it.
+(``PLAUDIT_PROMPT_KEY``, a key or a dotted path such as ``interaction_kwargs.query``; else the
+first of ``prompt``, ``question``, ``problem``, ``query``, ``raw_prompt``, ``input`` and
+``interaction_kwargs.query``), where verl's gsm8k and geo3k preprocessors put it. Others
+(math_dataset, hellaswag, full_hh_rlhf) keep no prompt there: add it to ``extra_info`` in your
+preprocessing; a row without one raises ``ValueError`` naming the keys looked for.
 
 * :func:`compute_score` (per sample; verl's ``naive`` manager and the reward loop) and
   :func:`compute_score_async` (the reward loop awaits it) score each completion as a group of
@@ -24,17 +27,22 @@ data preprocessing scripts store it.
   groups it by prompt and sends one request per group, so group channels (``diversity``,
   ``judge_pairwise``) work.
 
-Each returns ``{"score": total, <channel>: value, ...}``: verl trains on ``score`` and logs the
-other keys. There is no "could not score" value in verl (``None`` breaks its reward tensor and
-0 would be a wrong reward), so a completion Plaudit could not score raises
-:class:`~trainer_client.RewardUnavailable` (and an unreachable server, after the client's
-retries, a :class:`~trainer_client.PlauditError`). verl's ``naive`` and ``batch`` managers let
-it stop the step; its reward-loop managers catch reward-function errors, log them and record 0
-with an ``error`` field, which is verl's policy, visible in its logs.
+Each returns ``{"score": total, <channel>: value, ..., "plaudit_failed": 0.0}`` with the same
+keys for every sample: verl trains on ``score`` and gathers the other keys across the batch, so
+a key missing from one sample's dict breaks its assembly (``KeyError: 'score'`` under the
+``rate_limited`` manager). A completion Plaudit could not score (its status says why), or a
+request that failed after the client's retries, is *marked*: ``plaudit_failed: 1.0``, and
+``score`` and each channel take a neutral value (the group's mean ok total in
+:func:`compute_score_batch`, which gives it a zero advantage under GRPO's group normalization;
+the middle of the spec's range for a lone sample), never a silent 0. ``PLAUDIT_VERL_ON_FAILURE=
+raise`` raises instead (:class:`~trainer_client.RewardUnavailable`, or the client's error), for
+verl's ``naive`` manager, which then stops the step. Configuration errors (no prompt, a group
+spec in a per-sample function, a rejected spec) always raise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,13 +55,23 @@ from trainer_client._groups import (
     prompt_wire,
     scatter,
 )
-from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
+from trainer_client._scorer import TRANSIENT_ERRORS, EnvScorer, GroupScorer, RewardUnavailable
 from trainer_client.errors import PlauditError
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "reset"]
 
 ENV_PROMPT_KEY = "PLAUDIT_PROMPT_KEY"
-DEFAULT_PROMPT_KEYS = ("prompt", "question", "problem")
+DEFAULT_PROMPT_KEYS = (
+    "prompt",
+    "question",
+    "problem",
+    "query",
+    "raw_prompt",
+    "input",
+    "interaction_kwargs.query",
+)
+ENV_ON_FAILURE = "PLAUDIT_VERL_ON_FAILURE"
+FAILED_KEY = "plaudit_failed"
 
 _scorer = EnvScorer()
 
@@ -84,7 +102,10 @@ def compute_score(
     """
     scorer, run_id = _scorer.get()
     group = _single(scorer, solution_str, extra_info)
-    return _only(group, scorer.score([group], run_id=run_id))
+    try:
+        return _only(scorer, group, scorer.score([group], run_id=run_id))
+    except (RewardUnavailable, *TRANSIENT_ERRORS) as exc:
+        return _marked(scorer, exc)
 
 
 async def compute_score_async(
@@ -97,7 +118,10 @@ async def compute_score_async(
     """:func:`compute_score` on the async client, for verl's reward loop."""
     scorer, run_id = _scorer.get()
     group = _single(scorer, solution_str, extra_info)
-    return _only(group, await scorer.ascore([group], run_id=run_id))
+    try:
+        return _only(scorer, group, await scorer.ascore([group], run_id=run_id))
+    except (RewardUnavailable, *TRANSIENT_ERRORS) as exc:
+        return _marked(scorer, exc)
 
 
 def compute_score_batch(
@@ -125,9 +149,22 @@ def compute_score_batch(
             f"prompt {singles[0].prompt!r} has one completion in this batch, but the spec's "
             f"{', '.join(needs_group)} channel compares a group's completions"
         )
-    answers = [_checked(a) for a in scorer.score(groups, run_id=run_id)]
-    rewards = scatter(len(solution_strs), groups, answers)
-    return [_sample(rewards, i) for i in range(len(solution_strs))]
+    outcomes = scorer.score(groups, run_id=run_id, return_exceptions=not _raises())
+    out: list[dict[str, float]] = [{} for _ in solution_strs]
+    for group, outcome in zip(groups, outcomes, strict=True):
+        if isinstance(outcome, PlauditError):
+            for index in group.indices:
+                out[index] = _marked(scorer, outcome)
+            continue
+        rewards = scatter(len(group), [_local(group)], [outcome])
+        for position, index in enumerate(group.indices):
+            out[index] = _sample(scorer, rewards, position, batch_index=index)
+    return out
+
+
+def _local(group: Group) -> Group:
+    """The group with its samples at positions 0..n-1 (to read its answer on its own)."""
+    return dataclasses.replace(group, indices=tuple(range(len(group))))
 
 
 def _single(scorer: GroupScorer, text: str, extra_info: Mapping[str, Any] | None) -> Group:
@@ -145,36 +182,89 @@ def _prompt(extra_info: Mapping[str, Any] | None) -> Any:
     keys = [os.environ[ENV_PROMPT_KEY]] if os.environ.get(ENV_PROMPT_KEY) else DEFAULT_PROMPT_KEYS
     if isinstance(extra_info, Mapping):
         for key in keys:
-            if extra_info.get(key):
-                return prompt_wire(extra_info[key])
+            value = _lookup(extra_info, key)
+            if value:
+                return prompt_wire(value)
     raise ValueError(
         f"verl passes no prompt to compute_score; put it in extra_info[{keys[0]!r}] "
         f"(looked for {', '.join(keys)}; set {ENV_PROMPT_KEY} to name another key)"
     )
 
 
-def _only(group: Group, outcomes: Sequence[Scored | PlauditError]) -> dict[str, float]:
-    return _sample(scatter(1, [group], [_checked(outcomes[0])]), 0)
+def _lookup(info: Mapping[str, Any], path: str) -> Any:
+    """``info[path]``, or the dotted path through nested mappings; None when absent."""
+    if path in info:
+        return info[path]
+    value: Any = info
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
-def _checked(outcome: Scored | PlauditError) -> Scored:
+def _raises() -> bool:
+    return os.environ.get(ENV_ON_FAILURE, "mark").strip().lower() == "raise"
+
+
+def _only(
+    scorer: GroupScorer, group: Group, outcomes: Sequence[Scored | PlauditError]
+) -> dict[str, float]:
+    outcome = outcomes[0]
     if isinstance(outcome, PlauditError):
         raise outcome
-    return outcome
+    return _sample(scorer, scatter(1, [group], [outcome]), 0, batch_index=0)
 
 
-def _sample(rewards: BatchRewards, index: int) -> dict[str, float]:
+def _sample(
+    scorer: GroupScorer, rewards: BatchRewards, index: int, *, batch_index: int
+) -> dict[str, float]:
+    """One sample's dict, with every channel of the spec and ``plaudit_failed``; a failed
+    sample gets its group's mean ok total (see the module's notes) or raises."""
+    fills = _midpoints(scorer)
     total = rewards.totals[index]
     if total is None:
         status = rewards.statuses[index]
-        raise RewardUnavailable(
-            f"Plaudit could not score completion {index}: {rewards.errors[index] or status}",
+        failure = RewardUnavailable(
+            f"Plaudit could not score completion {batch_index}: {rewards.errors[index] or status}",
             status=status,
-            index=index,
+            index=batch_index,
         )
+        if _raises():
+            raise failure
+        ok = [t for t in rewards.totals if t is not None]
+        out = _marked(scorer, failure)
+        if ok:
+            out["score"] = sum(ok) / len(ok)
+        return out
     out = {"score": total}
-    for name, values in sorted(rewards.channels.items()):
-        value = values[index]
-        if value is not None:
-            out[name] = value
+    for name in fills:
+        values = rewards.channels.get(name)
+        value = values[index] if values is not None else None
+        out[name] = value if value is not None else fills[name]
+    out[FAILED_KEY] = 0.0
     return out
+
+
+def _marked(scorer: GroupScorer, failure: PlauditError) -> dict[str, float]:
+    """The dict of a sample that has no reward: neutral values, flagged; or raises."""
+    if _raises():
+        raise failure
+    fills = _midpoints(scorer)
+    weights = {
+        name: float(options.get("weight", 1.0))
+        for name, options in scorer.accepted().get("spec", {}).get("channels", {}).items()
+    }
+    out = {"score": sum(weights.get(name, 1.0) * value for name, value in fills.items())}
+    out.update(fills)
+    out[FAILED_KEY] = 1.0
+    return out
+
+
+def _midpoints(scorer: GroupScorer) -> dict[str, float]:
+    """Each channel of the spec at the middle of its range (0 when unbounded), by name."""
+    ranges = scorer.accepted().get("channel_ranges", {})
+    return {
+        name: (float(bounds[0]) + float(bounds[1])) / 2 if bounds else 0.0
+        for name, bounds in sorted(ranges.items())
+    }

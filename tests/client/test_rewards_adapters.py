@@ -293,23 +293,38 @@ def test_verl_compute_score_loaded_by_path(
     verl = _load_by_path(trainer_client.verl, "custom_module")
     info = {"question": "What is 2 + 2?", "split": "train", "index": 0}
     result = verl.compute_score("gsm8k", "The answer is 4.", "4", info)
-    assert set(result) == {"score", "judge_scale"}
+    assert set(result) == {"score", "judge_scale", "plaudit_failed"}
     assert 1.0 <= result["score"] <= 5.0 and result["score"] == result["judge_scale"]
-    with pytest.raises(RewardUnavailable) as caught:  # a batch where one completion fails
+    assert result["plaudit_failed"] == 0.0
+    # A batch where one completion fails: every dict has the same keys (verl gathers them
+    # across the batch), the failed one flagged with its group's mean ok total.
+    batch = verl.compute_score_batch(["gsm8k"] * 2, ["4", TOO_LONG], ["4"] * 2, [info] * 2)
+    assert [set(r) for r in batch] == [{"score", "judge_scale", "plaudit_failed"}] * 2
+    assert [r["plaudit_failed"] for r in batch] == [0.0, 1.0]
+    assert batch[1]["score"] == batch[0]["score"], "the group's mean ok total: zero advantage"
+    monkeypatch.setenv("PLAUDIT_VERL_ON_FAILURE", "raise")
+    with pytest.raises(RewardUnavailable) as caught:
         verl.compute_score_batch(["gsm8k"] * 2, ["4", TOO_LONG], ["4"] * 2, [info] * 2)
     assert caught.value.status == "invalid" and caught.value.index == 1
+    monkeypatch.delenv("PLAUDIT_VERL_ON_FAILURE")
     with pytest.raises(ValueError, match="verl passes no prompt"):
         verl.compute_score("gsm8k", "4", "4", {"split": "train"})
-    monkeypatch.setenv("PLAUDIT_PROMPT_KEY", "query")
-    assert verl.compute_score("gsm8k", "4", "4", {"query": "2+2?"})["score"] >= 1.0
+    nested = {"interaction_kwargs": {"query": "2+2?"}}  # verl's multi-turn gsm8k rows
+    assert verl.compute_score("gsm8k", "4", "4", nested)["plaudit_failed"] == 0.0
+    monkeypatch.setenv("PLAUDIT_PROMPT_KEY", "task.text")
+    assert verl.compute_score("gsm8k", "4", "4", {"task": {"text": "2+2?"}})["score"] >= 1.0
     with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
         stored = client.reward_runs(run_id)["items"]
-    assert len(stored) == 3  # every request that reached the server, the failed one too
+    assert len(stored) == 5  # every request that reached the server, the failed ones too
     # A group of one whose only completion fails: the judge service answers 503 (nothing could
-    # be judged), which the client raises once its retries are spent.
+    # be judged). Under verl's reward loop a raise would leave the dict without "score", so
+    # it is marked (the middle of judge_scale's 1..5) unless raising is asked for.
     monkeypatch.delenv("PLAUDIT_PROMPT_KEY")
     config = ClientConfig(live_all_server.url, live_all_server.reward_key, retry=NO_RETRY)
     verl.configure(GroupScorer(config, JUDGE))
+    lone = verl.compute_score("gsm8k", TOO_LONG, "4", info)
+    assert lone == {"score": 3.0, "judge_scale": 3.0, "plaudit_failed": 1.0}
+    monkeypatch.setenv("PLAUDIT_VERL_ON_FAILURE", "raise")
     with pytest.raises(PlauditError):
         verl.compute_score("gsm8k", TOO_LONG, "4", info)
     verl.reset()
@@ -323,7 +338,7 @@ async def test_verl_compute_score_async(plaudit_env: Callable[[dict[str, Any]], 
         trainer_client.verl.compute_score_async("src", "7", None, info),
         trainer_client.verl.compute_score_async("src", "9", None, info),
     )
-    assert all(set(r) == {"score", "judge_scale"} for r in results)
+    assert all(set(r) == {"score", "judge_scale", "plaudit_failed"} for r in results)
     plaudit_env(DIVERSITY)
     trainer_client.verl.reset()
     with pytest.raises(ValueError, match="compute_score_batch"):
@@ -338,7 +353,7 @@ def test_verl_compute_score_batch_groups_by_prompt(
     trainer_client.verl.reset()
     infos = [{"question": p} for p in PROMPTS]
     results = trainer_client.verl.compute_score_batch(["src"] * 6, COMPLETIONS, ["x"] * 6, infos)
-    assert [set(r) for r in results] == [{"score", "diversity"}] * 6
+    assert [set(r) for r in results] == [{"score", "diversity", "plaudit_failed"}] * 6
     assert all(0.0 <= r["score"] <= 1.0 for r in results)
     assert max(r["score"] for r in results[:3]) == pytest.approx(1.0)  # min-max per group
     with pytest.raises(ValueError, match="has one completion in this batch"):
