@@ -203,9 +203,15 @@ def settle_group(spec: ResolvedSpec, results: Sequence[CompletionReward]) -> lis
     return out
 
 
-def unscored_group(spec: ResolvedSpec, size: int, status: str) -> list[SampleReward]:
-    """``size`` failed samples that no channel could score (e.g. a lone sample, pairwise spec)."""
-    fills = {name: midpoint(channel) for name, channel in spec.channels.items()}
+def unscored_group(
+    spec: ResolvedSpec, size: int, status: str, *, fills: Mapping[str, float] | None = None
+) -> list[SampleReward]:
+    """``size`` failed samples that no channel could score (a lone sample of a spec of group
+    channels only): each channel at ``fills`` (its group's mean, when its group was scored
+    before it) or its midpoint, so its reward is neutral."""
+    fills = {
+        name: (fills or {}).get(name, midpoint(channel)) for name, channel in spec.channels.items()
+    }
     sample = SampleReward(
         reward=_total(spec, fills),
         score=0.5,
@@ -216,6 +222,68 @@ def unscored_group(spec: ResolvedSpec, size: int, status: str) -> list[SampleRew
         spec_hash=spec.hash,
     )
     return [sample] * size
+
+
+def lone_samples(
+    spec: ResolvedSpec,
+    results: Sequence[CompletionReward],
+    status: str,
+    *,
+    fills: Mapping[str, float] | None = None,
+) -> list[SampleReward]:
+    """Samples scored alone by ``spec``'s per-sample channels (``results``); each group channel
+    takes ``fills`` (its group's mean) or its midpoint. A sample whose per-sample channels
+    failed stays failed."""
+    out = []
+    for r in results:
+        values = {
+            name: (fills or {}).get(name, midpoint(channel))
+            for name, channel in spec.channels.items()
+            if channel.needs_group
+        }
+        ok = r.total is not None
+        for name, channel in r.channels.items():
+            values[name] = (
+                channel.value
+                if channel.status == "ok" and channel.value is not None
+                else midpoint(spec.channels[name])
+            )
+        total = _total(spec, values) if ok else None
+        out.append(
+            SampleReward(
+                reward=total if total is not None else _total(spec, values),
+                score=unit_score(spec, values),
+                total=total,
+                status=status if ok else r.status,
+                channels=values,
+                group_size=len(results),
+                spec_hash=spec.hash,
+            )
+        )
+    return out
+
+
+class RecentGroups:
+    """The channel means of the groups scored last, by group key, so a straggler that arrives
+    after its group was scored gets its group's values (bounded: the oldest are forgotten)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._capacity = capacity
+        self._means: dict[object, dict[str, float]] = {}
+
+    def remember(self, key: object, samples: Sequence[SampleReward]) -> None:
+        ok = [s for s in samples if not s.failed]
+        if not ok:
+            return
+        self._means.pop(key, None)
+        self._means[key] = {
+            name: sum(s.channels[name] for s in ok) / len(ok) for name in ok[0].channels
+        }
+        while len(self._means) > self._capacity:
+            self._means.pop(next(iter(self._means)))
+
+    def get(self, key: object) -> dict[str, float] | None:
+        return self._means.get(key)
 
 
 def _ok_values(results: Sequence[CompletionReward], name: str) -> list[float]:

@@ -33,8 +33,10 @@ from services.protocols.schemas import (
 )
 from services.protocols.scoring import (
     GROUP_TOO_SMALL,
+    RecentGroups,
     SampleReward,
     locate_response,
+    lone_samples,
     settle_group,
     strip_end_markers,
     unscored_group,
@@ -108,6 +110,7 @@ class ProtocolService:
         # Checked now, so a bad PLAUDIT_PROTOCOLS_SPEC stops the server at start-up.
         self._default_spec = protocol_spec(settings.spec or DEFAULT_SPEC, rewards)
         self._buffer: GroupBuffer[GroupKey, str, SampleReward] = GroupBuffer(self._score_group)
+        self._recent = RecentGroups()
 
     def options(
         self,
@@ -246,19 +249,44 @@ class ProtocolService:
 
     async def _score_group(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:
         if len(responses) < 2 and key.spec.group_channels:
-            log.info("a group of one reached its deadline; its group channels cannot score it")
-            return unscored_group(key.spec, len(responses), GROUP_TOO_SMALL)
-        request = RewardsGroupRequest.model_validate(
+            return await self._score_alone(key, responses)
+        response = await self._rewards.group(self._request(key, key.spec, responses))
+        settled = settle_group(key.spec, response.results)
+        if key.spec.group_channels:
+            self._recent.remember(key, settled)
+        return settled
+
+    async def _score_alone(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:
+        """A sample that reached its deadline alone (a straggler of a group already scored,
+        or a prompt sampled once): its per-sample channels score it; each group channel takes
+        its group's mean (a straggler) or its midpoint, so that channel adds nothing to its
+        advantage under the trainer's group normalization. Flagged ``group_too_small``."""
+        recent = self._recent.get(key)
+        log.info(
+            "a lone sample reached its deadline (%s); its group channels (%s) take %s",
+            "its group was scored before it" if recent else "no group seen",
+            ", ".join(key.spec.group_channels),
+            "the group's means" if recent else "their midpoints",
+        )
+        pointwise = {n: c for n, c in key.spec.channels.items() if not c.needs_group}
+        if not pointwise:
+            fill = unscored_group(key.spec, len(responses), GROUP_TOO_SMALL, fills=recent)
+            return fill
+        own = ResolvedSpec(channels=pointwise, advantage="none")
+        response = await self._rewards.group(self._request(key, own, responses))
+        return lone_samples(key.spec, response.results, GROUP_TOO_SMALL, fills=recent)
+
+    @staticmethod
+    def _request(key: GroupKey, spec: ResolvedSpec, responses: list[str]) -> RewardsGroupRequest:
+        return RewardsGroupRequest.model_validate(
             {
                 "prompt": key.prompt,
                 "completions": responses,
-                "spec": key.spec.as_dict(),
+                "spec": spec.as_dict(),
                 "run_id": key.run_id,
                 "step": key.step,
             }
         )
-        response = await self._rewards.group(request)
-        return settle_group(key.spec, response.results)
 
 
 def openrlhf_response(

@@ -186,3 +186,34 @@ async def test_keys_in_the_url_credentials_are_accepted(app_client: AppClient) -
         )
         bad = {"Authorization": "Basic %%%"}
         assert_envelope(await client.post("/slime/reward", json=body, headers=bad), 401)
+
+
+async def test_a_straggler_is_scored_by_its_own_channels_with_its_groups_diversity(
+    rewards_client: httpx.AsyncClient,
+) -> None:
+    """Issue 10: a sample arriving after its group was scored is not a midpoint guess: its
+    per-sample channel (judge_scale) scores it, and diversity takes its group's mean, so
+    diversity adds nothing to its advantage under group normalization."""
+    params = {"spec": SPEC, "group_size": 3, "wait_s": 30}
+    group = await asyncio.gather(
+        *(
+            _reward(rewards_client, {"prompt": PROMPT, "response": r}, **params)
+            for r in ["GOOD red", "blue", "a dog"]
+        )
+    )
+    mean_diversity = sum(a["channels"]["diversity"] for a in group) / 3
+    late = await _reward(
+        rewards_client, {"prompt": PROMPT, "response": "GOOD green"}, **{**params, "wait_s": 0.2}
+    )
+    assert late["status"] == "group_too_small" and late["failed"] is False
+    assert late["channels"]["diversity"] == pytest.approx(mean_diversity)
+    assert late["channels"]["judge_scale"] > 3.5, "graded on its own by the judge"
+    assert late["total"] == pytest.approx(late["channels"]["judge_scale"] + 0.5 * mean_diversity)
+    alone = await _reward(
+        rewards_client,
+        {"prompt": "A prompt sampled once.", "response": "blue"},
+        **{**params, "wait_s": 0.2},
+    )
+    assert alone["status"] == "group_too_small" and alone["failed"] is False
+    assert alone["channels"]["diversity"] == 0.5, "no group seen: the midpoint"
+    assert alone["channels"]["judge_scale"] < 3.5
