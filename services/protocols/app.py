@@ -19,7 +19,9 @@ def component() -> Component:
 
     def build(resources: Resources) -> ProtocolService:
         rewards = resources.services.get_or_build(RewardsService, rewards_component, resources)
-        service = ProtocolService(rewards, resources.settings.protocols)
+        service = ProtocolService(
+            rewards, resources.settings.protocols, redis_url=resources.settings.redis_url
+        )
         resources.closers.append(service.aclose)
         return service
 

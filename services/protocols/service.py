@@ -14,6 +14,7 @@ its group's ok totals (zero advantage under group normalization) and marks it fa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from services.protocols.scoring import (
     unscored_group,
 )
 from services.protocols.settings import ProtocolsSettings
+from services.protocols.shared_buffer import RedisGroupBuffer
 from services.protocols.templates import unwrap_prompt
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
@@ -104,12 +106,27 @@ class ProtocolService:
         response.rewards  # one number per query, never a silent 0
     """
 
-    def __init__(self, rewards: RewardsService, settings: ProtocolsSettings) -> None:
+    def __init__(
+        self, rewards: RewardsService, settings: ProtocolsSettings, *, redis_url: str | None = None
+    ) -> None:
         self._rewards = rewards
         self._settings = settings
         # Checked now, so a bad PLAUDIT_PROTOCOLS_SPEC stops the server at start-up.
         self._default_spec = protocol_spec(settings.spec or DEFAULT_SPEC, rewards)
-        self._buffer: GroupBuffer[GroupKey, str, SampleReward] = GroupBuffer(self._score_group)
+        self._buffer: (
+            GroupBuffer[GroupKey, str, SampleReward] | RedisGroupBuffer[GroupKey, SampleReward]
+        )
+        if redis_url and settings.shared_buffer:
+            # Replicas sharing Redis gather a prompt's samples wherever they land.
+            self._buffer = RedisGroupBuffer(
+                redis_url,
+                self._score_group,
+                group_id=_group_id,
+                encode=dataclasses.asdict,
+                decode=lambda raw: SampleReward(**raw),
+            )
+        else:
+            self._buffer = GroupBuffer(self._score_group)
         self._recent = RecentGroups()
 
     def options(
@@ -349,6 +366,11 @@ def _check_openrlhf(request: OpenRLHFRequest) -> None:
         values = getattr(request, name)
         if values is not None and len(values) != n:
             raise InvalidInput(f"{name} needs one entry per query ({n})", param=name)
+
+
+def _group_id(key: GroupKey) -> str:
+    """The name of ``key``'s group on Redis: equal keys, equal names, in every process."""
+    return content_hash([key.prompt_hash, key.spec_hash, key.run_id, key.step, key.size])
 
 
 def _prompt_hash(prompt: Prompt) -> str:

@@ -43,3 +43,8 @@ class ProtocolsSettings(BaseModel):
         default=False,
         description="keep the policy's system prompt when unwrapping a templated prompt",
     )
+    shared_buffer: bool = Field(
+        default=True,
+        description="with PLAUDIT_REDIS_URL set, gather each prompt's samples on Redis, so "
+        "replicas behind a load balancer complete the same groups",
+    )

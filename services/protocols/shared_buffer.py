@@ -1,0 +1,185 @@
+"""A group buffer on Redis, so replicas behind a load balancer gather a prompt's samples together
+(issue 10: with the per-process buffer, two replicas split every group).
+
+Each group lives under ``plaudit:buffer:<group id>:<generation>``: its items in arrival order
+(each with a random id), and, once scored, its results by item id. A caller appends its items
+atomically (a Lua script), learning whether they filled the group. Whoever fills the group,
+or, when the wait runs out first, whoever closes it (another atomic step, so exactly one
+caller does), scores the whole group on its own replica and writes the results; every other
+caller, on any replica, polls for them and takes its own. Closing a group moves the generation
+on, so the next samples of the same key start a new group, as in the per-process buffer.
+
+A caller that goes away while its group is still open takes its items out of it (atomically,
+so the group never counts them). What is not shared: the memory of recently scored groups used
+for stragglers (``RecentGroups``) stays per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import redis.asyncio as aioredis
+
+from services.core.errors import BackendUnavailable
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+R = TypeVar("R")
+
+PREFIX = "plaudit:buffer:"
+
+# KEYS[1]: the group's generation counter. ARGV: size, ttl in ms, then the items.
+# Returns {generation, 1 when these items filled the group}.
+_JOIN = """
+local gen = redis.call('GET', KEYS[1])
+if not gen then
+  gen = '0'
+  redis.call('SET', KEYS[1], gen)
+end
+local items = KEYS[1] .. ':' .. gen .. ':items'
+local n = 0
+for i = 3, #ARGV do
+  n = redis.call('RPUSH', items, ARGV[i])
+end
+redis.call('PEXPIRE', items, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local full = 0
+if n >= tonumber(ARGV[1]) then
+  redis.call('INCR', KEYS[1])
+  full = 1
+end
+return {gen, full}
+"""
+
+# KEYS[1]: the generation counter; ARGV[1]: the generation to close. 1 when this call closed it.
+_CLOSE = """
+local gen = redis.call('GET', KEYS[1])
+if gen == ARGV[1] then
+  redis.call('INCR', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+# KEYS[1]: the generation counter; ARGV[1]: the generation, then the caller's entries. Takes
+# them out of the group while it is still open; 1 when it did.
+_WITHDRAW = """
+local gen = redis.call('GET', KEYS[1])
+if gen ~= ARGV[1] then
+  return 0
+end
+local items = KEYS[1] .. ':' .. gen .. ':items'
+for i = 2, #ARGV do
+  redis.call('LREM', items, 1, ARGV[i])
+end
+return 1
+"""
+
+
+class RedisGroupBuffer(Generic[K, R]):
+    """The :class:`~services.protocols.buffer.GroupBuffer` interface, shared through Redis.
+
+    ``group_id(key)`` names a group across processes (the same for equal keys); ``encode`` and
+    ``decode`` carry results through Redis as JSON-ready values.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        score: Callable[[K, list[str]], Awaitable[list[R]]],
+        *,
+        group_id: Callable[[K], str],
+        encode: Callable[[R], Any],
+        decode: Callable[[Any], R],
+        result_wait_s: float = 600.0,
+        poll_s: float = 0.05,
+    ) -> None:
+        self._redis = aioredis.from_url(redis_url, decode_responses=True)  # type: ignore[no-untyped-call]
+        self._score = score
+        self._group_id = group_id
+        self._encode = encode
+        self._decode = decode
+        self._result_wait_s = result_wait_s
+        self._poll_s = poll_s
+        self._join = self._redis.register_script(_JOIN)
+        self._close = self._redis.register_script(_CLOSE)
+        self._withdraw = self._redis.register_script(_WITHDRAW)
+
+    async def submit(self, key: K, items: Sequence[str], *, size: int, wait_s: float) -> list[R]:
+        """Join ``key``'s open group with ``items``; their results once the group is scored."""
+        if not items:
+            return []
+        counter = PREFIX + self._group_id(key)
+        ttl_ms = int((wait_s + self._result_wait_s) * 1000)
+        ids = [uuid.uuid4().hex for _ in items]
+        entries = [json.dumps({"id": i, "text": t}) for i, t in zip(ids, items, strict=True)]
+        gen, full = await self._join(keys=[counter], args=[size, ttl_ms, *entries])
+        base = f"{counter}:{gen}"
+        if int(full):
+            return await self._lead(key, base, ids, ttl_ms)
+        try:
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                results = await self._results(base)
+                if results is not None:
+                    return self._pick(results, ids)
+                await asyncio.sleep(min(self._poll_s, max(0.0, deadline - time.monotonic())))
+        except asyncio.CancelledError:
+            # The caller went away: out of the group, unless it is already being scored.
+            await asyncio.shield(self._withdraw(keys=[counter], args=[gen, *entries]))
+            raise
+        if int(await self._close(keys=[counter], args=[gen])):
+            log.debug("group %s reached its deadline; scoring it here", base)
+            return await self._lead(key, base, ids, ttl_ms)
+        return await self._follow(base, ids)
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    async def _lead(self, key: K, base: str, ids: list[str], ttl_ms: int) -> list[R]:
+        """Score the whole (closed) group and publish its results by item id."""
+        entries = [json.loads(e) for e in await self._redis.lrange(base + ":items", 0, -1)]
+        try:
+            results = await self._score(key, [e["text"] for e in entries])
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            await self._redis.set(base + ":result", json.dumps({"error": message}), px=ttl_ms)
+            raise
+        payload = {
+            "results": {e["id"]: self._encode(r) for e, r in zip(entries, results, strict=True)}
+        }
+        await self._redis.set(base + ":result", json.dumps(payload), px=ttl_ms)
+        return self._pick(payload, ids)
+
+    async def _follow(self, base: str, ids: list[str]) -> list[R]:
+        """Wait for the replica that closed the group to publish its results."""
+        deadline = time.monotonic() + self._result_wait_s
+        while time.monotonic() < deadline:
+            results = await self._results(base)
+            if results is not None:
+                return self._pick(results, ids)
+            await asyncio.sleep(self._poll_s)
+        raise BackendUnavailable(
+            "the replica scoring this sample's group gave no answer in time", retry_after=5
+        )
+
+    async def _results(self, base: str) -> dict[str, Any] | None:
+        raw = await self._redis.get(base + ":result")
+        if raw is None:
+            return None
+        payload: dict[str, Any] = json.loads(raw)
+        return payload
+
+    def _pick(self, payload: dict[str, Any], ids: list[str]) -> list[R]:
+        if "error" in payload:
+            raise BackendUnavailable(
+                f"scoring this sample's group failed: {payload['error']}", retry_after=5
+            )
+        return [self._decode(payload["results"][i]) for i in ids]
