@@ -14,8 +14,9 @@ import concurrent.futures
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
@@ -26,6 +27,7 @@ from services.karma.service import KarmaService
 from services.karma.training import BUNDLED
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 TRAIN = "karma.train"
 #: The training stages as the job's progress names them.
@@ -106,7 +108,7 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
             config = config.model_copy(update={"data": str(path)})
         try:
             result = await asyncio.to_thread(
-                train_karma,
+                _keeping_threads(train_karma),
                 config,
                 data_dir=settings.karma.data_dir,
                 models_dir=work,
@@ -120,6 +122,22 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)
         return job_result(result.metrics, version.name, version.version, version.current)
+
+    return run
+
+
+def _keeping_threads(function: Callable[..., _T]) -> Callable[..., _T]:
+    """``function``, restoring torch's CPU thread count after it: ``threads`` of a training
+    request sets it for the whole process, which also serves other models."""
+
+    def run(*args: Any, **kwargs: Any) -> _T:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
 
     return run
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 from fastapi import FastAPI
 
 from services.core.settings import Settings
@@ -53,11 +54,14 @@ async def trained(as_key: Client) -> dict[str, Any]:
     error = assert_envelope(before, 503, "model")
     assert error["type"] == "model_not_trained" and "plaudit karma train" in error["message"]
     assert before.headers["retry-after"] == "60"
+    threads = torch.get_num_threads()
     response = await root.post("/v1/karma/train", json=TINY)
     assert response.status_code == 202, response.text
     assert response.headers["location"] == f"/v1/jobs/{response.json()['id']}"
     assert response.json()["kind"] == "karma.train"
-    return await wait_for(root, response.json()["id"])
+    job = await wait_for(root, response.json()["id"])
+    assert torch.get_num_threads() == threads, "the request's threads=1 was for the run only"
+    return job
 
 
 async def test_the_job_trains_evaluates_and_stores_a_serving_version(
