@@ -5,6 +5,8 @@ HTTP and through ``/v1/rewards/group``, with the stored version stamped on every
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -256,3 +258,38 @@ async def test_later_versions_serve_once_promoted(
     third = await service.save(files, stored.content, eager, owner=None, job_id=None)
     assert third.version == 3 and third.current
     assert (await root.post("/v1/karma/score", json=body)).json()["model"]["version"] == 3
+
+
+async def test_data_found_unusable_in_the_job_fails_it_with_the_reason(
+    as_key: Client, karma_settings: Settings, trained: dict[str, Any]
+) -> None:
+    """A folder with the three files passes the request's check; a pair naming a comment that
+    is not there is found when the job reads it."""
+    folder = karma_settings.data_dir / "broken"
+    shutil.copytree(karma_settings.karma.data_dir, folder)
+    with gzip.open(folder / "pairs.jsonl.gz", "at") as handle:
+        handle.write(json.dumps({"split": "train", "preferred": "gone", "other": "gone2"}) + "\n")
+    root = as_key("root-key")
+    response = await root.post("/v1/karma/train", json={**TINY, "data": "broken", "name": "b"})
+    assert response.status_code == 202, response.text
+    job = await wait_for(root, response.json()["id"])
+    assert job["state"] == "failed"
+    assert job["error"].startswith("KarmaDataError: ") and "comment 'gone'" in job["error"]
+    assert (await root.get("/v1/karma/models?name=b")).json()["total"] == 0
+
+
+async def test_a_cancelled_training_stops_and_stores_nothing(
+    as_key: Client, trained: dict[str, Any]
+) -> None:
+    root = as_key("root-key")
+    body = {**TINY, "batch_size": 2, "name": "cancelled"}
+    job_id = (await root.post("/v1/karma/train", json=body)).json()["id"]
+    while True:
+        job = (await root.get(f"/v1/jobs/{job_id}")).json()
+        if job["progress"]["stage"] == "training" or job["state"] != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert (await root.post(f"/v1/jobs/{job_id}/cancel")).status_code == 200
+    job = await wait_for(root, job_id)
+    assert job["state"] == "cancelled" and job["progress"]["done"] < 12, job
+    assert (await root.get("/v1/karma/models?name=cancelled")).json()["total"] == 0
