@@ -66,6 +66,7 @@ class KarmaService:
         self._store = store
         self.pool = ScorerPool(settings, on_batch=on_batch)
         self._serving: dict[str, tuple[float, ArtifactVersion]] = {}
+        self._pinned: dict[str, ArtifactVersion] = {}
         self._lock = asyncio.Lock()
 
     # --- scoring ----------------------------------------------------------------------
@@ -104,8 +105,11 @@ class KarmaService:
     async def resolve(self, model: str | None = None) -> ArtifactVersion:
         """The version ``model`` names (``name`` or ``name@N``; default the serving one)."""
         ref = parse_ref(model or self.settings.model, param="model")
-        if ref.version is not None:
-            return await self._get(ref.name, ref.version)
+        if ref.version is not None:  # versions never change: read each once
+            pinned = self._pinned.get(str(ref))
+            if pinned is None:
+                pinned = self._pinned[str(ref)] = await self._get(ref.name, ref.version)
+            return pinned
         cached = self._serving.get(ref.name)
         if cached is not None and time.monotonic() - cached[0] < self.settings.refresh_s:
             return cached[1]

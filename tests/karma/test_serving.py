@@ -216,6 +216,11 @@ async def test_bad_input_is_a_clear_422(
         {"context": [{"role": "bot", "content": "x"}], "replies": ["a"]},
     ):
         assert_envelope(await trainer.post("/v1/karma/score", json=body), 422)
+    bad_spec = {"channels": {"karma": {"model": "karma@x"}}}
+    grouped = await trainer.post(
+        "/v1/rewards/group", json={"prompt": CONTEXT, "completions": REPLIES, "spec": bad_spec}
+    )
+    assert "bad version 'x'" in assert_envelope(grouped, 422)["message"]
     missing = {"context": CONTEXT, "replies": ["a"], "model": "karma@9"}
     assert (
         "no version 9"
