@@ -171,8 +171,9 @@ async def test_the_karma_channel_scores_a_group_with_its_version(
         }
         judged = result["channels"]["judge_scale"]["value"]
         assert result["total"] == pytest.approx(karma["value"] + 0.5 * judged)
-    channels = (await client.get("/v1/rewards/channels")).json()
-    assert "karma" in str(channels)
+    listed = (await client.get("/v1/rewards/channels")).json()["karma"]
+    assert listed["needs_group"] is False and listed["default_range"] is None
+    assert listed["options"] == ["model", "weight"]
 
 
 async def test_no_model_is_a_503_for_the_route_and_the_channel(as_key: Client) -> None:
