@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHES = ["bench.bench_ordinal", "bench.bench_diversity"]
+BENCHES = ["bench.bench_ordinal", "bench.bench_diversity", "bench.bench_karma"]
 
 
 def main() -> int:

@@ -80,8 +80,10 @@ class ArtifactStore:
         expected_version: int | None = None,
         owner: str | None = None,
         note: str | None = None,
+        make_current: bool = True,
     ) -> SavedVersion:
-        """Write a new version of ``name`` and make it current.
+        """Write a new version of ``name`` and make it current (unless ``make_current`` is
+        False: then the pointer stays where it is, except for a new name's first version).
 
         ``expected_version``: the current version the caller based its edit on (0: the name
         must not exist yet); a stale one raises Conflict (409). Content and metadata equal to
@@ -100,7 +102,9 @@ class ArtifactStore:
         staged = None
         if files is not None:
             staged = await asyncio.to_thread(store_files.stage, files, self.root)
-        draft = rows.Draft(name, kind, content, digest, meta, staged, expected_version, owner, note)
+        draft = rows.Draft(
+            name, kind, content, digest, meta, staged, expected_version, owner, note, make_current
+        )
         try:
             for _ in range(MAX_ATTEMPTS):
                 saved = await self._attempt_put(draft)
@@ -280,7 +284,11 @@ class ArtifactStore:
                     Artifact.latest_version == artifact.latest_version,
                     Artifact.current_version == artifact.current_version,
                 )
-                .values(current_version=number, latest_version=number, updated_at=utcnow()),
+                .values(
+                    current_version=number if draft.make_current else artifact.current_version,
+                    latest_version=number,
+                    updated_at=utcnow(),
+                ),
             )
             if moved is None or moved.rowcount != 1:
                 await session.rollback()
@@ -346,7 +354,8 @@ class ArtifactStore:
         except BaseException:
             await _discard(target)
             raise
-        return SavedVersion(version=rows.version_out(row, number), created=True)
+        current = number if draft.make_current or parent is None else parent
+        return SavedVersion(version=rows.version_out(row, current), created=True)
 
     async def _move(
         self,

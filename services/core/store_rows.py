@@ -33,6 +33,7 @@ class Draft:
     expected: int | None
     owner: str | None
     note: str | None
+    make_current: bool = True
 
 
 def unchanged(current: ArtifactVersionRecord, draft: Draft) -> bool:

@@ -12,11 +12,13 @@ from services.core.jobs.context import JobRegistry
 from services.core.resources import Resources
 from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
+from services.karma.app import component as karma_component
 
 
 def job_components() -> list[Component]:
-    """The components that register job functions: jobs.probe, judge.evaluation."""
-    return [jobs_component(), judge_component()]
+    """The components that register job functions: jobs.probe, judge.evaluation,
+    karma.train."""
+    return [jobs_component(), judge_component(), karma_component()]
 
 
 def build_job_services(resources: Resources) -> JobRegistry:

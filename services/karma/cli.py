@@ -1,9 +1,12 @@
-"""``plaudit karma train`` and ``plaudit karma eval``, in-process (torch is imported inside).
+"""``plaudit karma train`` and ``plaudit karma eval`` (torch is imported inside).
 
 ``plaudit karma train`` alone fine-tunes the bundled MiniLM on the shared reddit_karma data
 (``context_only``), evaluates it on the test split and saves it under
-``PLAUDIT_KARMA_MODELS_DIR``. ``plaudit karma eval --model DIR --pairs FILE`` evaluates a
-trained model on any JSONL of pairs or scored replies (or ``reddit_karma``).
+``PLAUDIT_KARMA_MODELS_DIR``. With ``--server URL`` the same training runs on that server as a
+``karma.train`` job (admin key), this command follows its progress, and the model is stored
+there as a new version (serving at once when it is the name's first). ``plaudit karma eval
+--model DIR --pairs FILE`` evaluates a trained model on any JSONL of pairs or scored replies
+(or ``reddit_karma``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from offline.jobs_cli import ApiKey
 
 if TYPE_CHECKING:
     from services.karma.settings import KarmaSettings
@@ -58,11 +63,19 @@ def train(
     threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: auto)")] = None,
     seed: Annotated[int, typer.Option(help="sampling and initialization seed")] = 0,
+    server: Annotated[
+        str | None, typer.Option(help="train on this server as a job and follow it (admin key)")
+    ] = None,
+    api_key: ApiKey = None,
+    name: Annotated[str, typer.Option(help="with --server: the stored model's name")] = "karma",
+    promote: Annotated[
+        bool, typer.Option(help="with --server: serve the new version even if another serves")
+    ] = False,
 ) -> None:
     """Train a KARMA reward model (TRL RewardTrainer), evaluate it, save it."""
     from services.core.errors import InvalidInput
 
-    config = _config(
+    options: dict[str, Any] = dict(
         data=data,
         variant=variant,
         base_model=base_model,
@@ -80,6 +93,14 @@ def train(
         device=device,
         seed=seed,
     )
+    if server is not None:
+        if out is not None:
+            raise typer.BadParameter(
+                "--out: the server stores the model itself", param_hint="--out"
+            )
+        _train_on_server(server, api_key, {**options, "name": name, "promote": promote})
+        return
+    config = _config(**options)
     settings = _settings()
     try:
         from services.karma.training import train_karma
@@ -138,6 +159,31 @@ def evaluate_command(
     typer.echo(summary(result))
     if out is not None:
         out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def _train_on_server(server: str, api_key: str | None, options: dict[str, Any]) -> None:
+    """Start ``karma.train`` on ``server``, follow it, print where the model went and its
+    evaluation (the full result as JSON on stdout)."""
+    from offline.jobs_cli import _client, finish
+    from offline.jobs_client import follow
+    from offline.progress import ProgressDisplay
+
+    body = {k: v for k, v in options.items() if v is not None and k != "output_dir"}
+    for zero_is_all in ("max_train_pairs", "eval_max_pairs"):
+        if body.get(zero_is_all) == 0:
+            body[zero_is_all] = None
+    with _client(server, api_key) as client:
+        job = client.request("POST", "/v1/karma/train", json=body)
+        typer.echo(f"job {job['id']} started on {server}", err=True)
+        job = follow(client, job["id"], ProgressDisplay())
+    if job["state"] != "succeeded":
+        finish(job)
+    result = job["result"]
+    model = result["model"]
+    serving = "serving" if model["serving"] else "not serving: promote it to serve"
+    typer.echo(f"stored as {model['name']}@{model['version']} ({serving})", err=True)
+    typer.echo(summary(result["evaluation"]), err=True)
+    typer.echo(json.dumps(result, indent=2))
 
 
 def summary(evaluation: dict[str, Any]) -> str:

@@ -49,6 +49,21 @@ async def test_identical_content_returns_the_current_version(store: ArtifactStor
     assert (await store.info("s")).latest_version == 2
 
 
+async def test_a_version_written_without_make_current_leaves_the_pointer(
+    store: ArtifactStore,
+) -> None:
+    first = await store.put("m", "karma_model", SPEC, make_current=False)
+    assert first.version.version == 1 and first.version.current, "a new name's v1 is current"
+    second = await store.put("m", "karma_model", spec(2.0), make_current=False)
+    assert (second.version.version, second.version.parent_version) == (2, 1)
+    assert not second.version.current
+    info = await store.info("m")
+    assert (info.current_version, info.latest_version) == (1, 2)
+    assert (await store.get("m")).version == 1
+    moved = await store.promote("m", 2)
+    assert moved.artifact.current_version == 2
+
+
 async def test_stale_expected_version_is_a_conflict(store: ArtifactStore) -> None:
     await store.put("s", "reward_spec", SPEC, expected_version=0)
     with pytest.raises(Conflict) as caught:

@@ -1,0 +1,187 @@
+"""Training a KARMA model as a job (``karma.train``), saved as a version in the artifact store.
+
+``POST /v1/karma/train`` checks the request at once (:func:`check_request`: data it cannot
+read is a 422 before any job starts) and queues the job; the job runs
+:func:`services.karma.training.train_karma` in a thread, reports its stages through the job's
+progress (``loading``, ``training`` step by step, ``evaluating``, ``saving``), stores the model
+directory with its metrics and answers the evaluation with its baselines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from services.core.errors import InvalidInput
+from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.settings import Settings
+from services.karma.data import SHARED_FILES, KarmaDataError, load_data
+from services.karma.schemas import TrainRequest
+from services.karma.service import KarmaService
+from services.karma.training import BUNDLED
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+TRAIN = "karma.train"
+#: The training stages as the job's progress names them.
+STAGES = {"load": "loading", "train": "training", "evaluate": "evaluating", "save": "saving"}
+#: A user's JSONL up to this size is read when the request arrives (bad lines: 422 at once).
+CHECK_NOW_BYTES = 50 * 2**20
+
+
+def data_path(data: str, settings: Settings) -> Path:
+    """Where ``data`` lives on this server: the shared folder for ``reddit_karma``, else a path
+    (relative: under the data directory) inside one of the allowed folders."""
+    if data == "reddit_karma":
+        return settings.karma.data_dir
+    path = Path(data).expanduser()
+    path = (path if path.is_absolute() else settings.data_dir / path).resolve()
+    roots = allowed_roots(settings)
+    if not any(path.is_relative_to(root) for root in roots):
+        shown = ", ".join(str(r) for r in roots)
+        raise InvalidInput(
+            f"{data!r} is outside the folders this server reads training data from ({shown}; "
+            "more with PLAUDIT_KARMA_DATA_ROOTS)",
+            param="data",
+        )
+    return path
+
+
+def allowed_roots(settings: Settings) -> list[Path]:
+    roots = [settings.data_dir, settings.karma.data_dir, *settings.karma.data_roots]
+    return [root.expanduser().resolve() for root in roots]
+
+
+async def check_request(request: TrainRequest, settings: Settings) -> None:
+    """Refuse at once what the job would fail on: data that is missing, outside the allowed
+    folders or (for a JSONL) unusable, and a base model that is not a folder."""
+    path = data_path(request.data, settings)
+    if request.data == "reddit_karma" or path.is_dir():
+        missing = [name for name in SHARED_FILES if not (path / name).is_file()]
+        if missing:
+            what = "the shared reddit_karma data" if request.data == "reddit_karma" else path
+            raise InvalidInput(
+                f"{what} is not usable here: {path} lacks {', '.join(missing)}", param="data"
+            )
+    elif not path.is_file():
+        raise InvalidInput(f"no file or folder {request.data!r} on the server", param="data")
+    elif path.stat().st_size <= CHECK_NOW_BYTES:
+        await asyncio.to_thread(_check_jsonl, path, request, settings)
+    if request.base_model != BUNDLED and not Path(request.base_model).expanduser().is_dir():
+        raise InvalidInput(
+            f"base model {request.base_model!r} is not a folder on the server", param="base_model"
+        )
+
+
+def _check_jsonl(path: Path, request: TrainRequest, settings: Settings) -> None:
+    data = load_data(path, settings.karma.data_dir)
+    for split in ("train", request.eval_split):
+        if not data.split(split).pairs:
+            raise KarmaDataError(
+                f"{path}: no preference pairs in the {split} split (give rows a 'split', or "
+                "enough threads for the 80/10/10 split by thread id)",
+                param="data",
+            )
+
+
+def train_job(service: KarmaService, settings: Settings) -> JobFunction:
+    """The ``karma.train`` job, saving into this process's artifact store."""
+
+    async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+        from services.karma.training import train_karma
+
+        request = TrainRequest.model_validate(params)
+        path = data_path(request.data, settings)
+        work = settings.data_dir / "karma" / "runs" / ctx.job_id
+        shutil.rmtree(work, ignore_errors=True)  # a run of this job that died before
+        await ctx.progress(0, 1, "loading")
+        reporter = _Reporter(ctx, asyncio.get_running_loop())
+        config = request.config(work / "model")
+        if request.data != "reddit_karma":
+            config = config.model_copy(update={"data": str(path)})
+        try:
+            result = await asyncio.to_thread(
+                _keeping_threads(train_karma),
+                config,
+                data_dir=settings.karma.data_dir,
+                models_dir=work,
+                progress=reporter,
+            )
+            await ctx.progress(1, 2, "saving")
+            version = await service.save(
+                result.path, result.metrics, request, owner=ctx.owner, job_id=ctx.job_id
+            )
+            await ctx.progress(2, 2, "saving")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, work, True)
+        return job_result(result.metrics, version.name, version.version, version.current)
+
+    return run
+
+
+def _keeping_threads(function: Callable[..., _T]) -> Callable[..., _T]:
+    """``function``, restoring torch's CPU thread count after it: ``threads`` of a training
+    request sets it for the whole process, which also serves other models."""
+
+    def run(*args: Any, **kwargs: Any) -> _T:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return run
+
+
+def job_result(metrics: dict[str, Any], name: str, version: int, serving: bool) -> dict[str, Any]:
+    """The job's answer: the stored version, the evaluation with its baselines, the run."""
+    return {
+        "model": {"name": name, "version": version, "serving": serving},
+        "variant": metrics["variant"],
+        "base_model": metrics["base_model"],
+        "evaluation": metrics["evaluation"],
+        "training": metrics["training"],
+        "data": metrics["data"],
+        "params": metrics["params"],
+    }
+
+
+class _Reporter:
+    """``progress(done, total, stage)`` from the training thread, written through the job's
+    context on the event loop: each new stage at once, then at most every ``every_s``. A
+    cancelled job stops at the next report (a training step)."""
+
+    def __init__(
+        self, ctx: JobContext, loop: asyncio.AbstractEventLoop, every_s: float = 1.0
+    ) -> None:
+        self.ctx, self.loop, self.every_s = ctx, loop, every_s
+        self.stage, self.last = "", 0.0
+
+    def __call__(self, done: int, total: int, stage: str) -> None:
+        self.ctx.raise_if_cancelled()
+        name = STAGES.get(stage, stage)
+        now = time.monotonic()
+        if name == self.stage and now - self.last < self.every_s and done < total:
+            return
+        self.stage, self.last = name, now
+        future = asyncio.run_coroutine_threadsafe(self.ctx.progress(done, total, name), self.loop)
+        try:
+            future.result(timeout=60)
+        except JobCancelled:
+            raise
+        except (concurrent.futures.TimeoutError, Exception) as exc:
+            log.warning("job %s: progress not recorded (%s)", self.ctx.job_id, exc)
+
+
+def register(registry: JobRegistry, service: KarmaService, settings: Settings) -> None:
+    """Register ``karma.train`` for this process's KARMA service."""
+    registry.register(TRAIN, train_job(service, settings))
