@@ -54,6 +54,8 @@ class ScoredGroup(Base):
     owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
     spec_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     spec_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    inputs: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """What was scored (prompt, completions, columns), unless ``store_texts`` is off."""
 
     __table_args__ = (
         Index("ix_scored_groups_run_step", "run_id", "step"),

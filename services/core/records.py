@@ -86,8 +86,10 @@ class ScoredGroupRepository:
         *,
         spec_name: str | None = None,
         spec_version: int | None = None,
+        inputs: Sequence[dict[str, Any] | None] | None = None,
     ) -> list[str]:
-        """Store ``(group_id, request_hash, result)`` rows; returns their new ids.
+        """Store ``(group_id, request_hash, result)`` rows (with what each scored, ``inputs``,
+        when given); returns their new ids.
 
         Inside :func:`buffered_writes` the rows are held for the caller's transaction instead.
         """
@@ -104,8 +106,11 @@ class ScoredGroupRepository:
                 owner=owner,
                 spec_name=spec_name,
                 spec_version=spec_version,
+                inputs=scored,
             )
-            for group_id, request_hash, result in groups
+            for (group_id, request_hash, result), scored in zip(
+                groups, inputs if inputs is not None else [None] * len(groups), strict=True
+            )
         ]
         buffer = _buffer.get()
         if buffer is not None and buffer.open:

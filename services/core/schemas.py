@@ -73,6 +73,11 @@ class ScoredGroupOut(BaseModel):
     created_at: str
     spec_name: str | None = None
     spec_version: int | None = None
+    inputs: dict[str, Any] | None = Field(
+        default=None,
+        description="what was scored (prompt, completions, columns) for the rewards service, "
+        "unless the server runs with PLAUDIT_STORE_TEXTS=false",
+    )
 
 
 class ScoredGroupPage(BaseModel):

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
         description='JSON object of key -> scopes, e.g. {"k1": ["reward"], "k2": ["admin"]}',
     )
     log_level: str = "INFO"
+    store_texts: bool = Field(
+        default=True,
+        description="stored groups keep the prompt and completion texts they scored, so a run "
+        "can be audited and rescored (POST /v1/runs/{run_id}/rescore); false keeps scores only",
+    )
 
     # One section per service; each service receives only its own. The environment spells a
     # section's field PLAUDIT_<SECTION>_<FIELD> (PLAUDIT_JUDGE_BACKEND -> settings.judge.backend),

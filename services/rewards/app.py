@@ -14,6 +14,7 @@ from services.diversity.service import DiversityService
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rewards.named import NamedSpecs
+from services.rewards.rescore import register as register_rescore
 from services.rewards.router import router
 from services.rewards.service import RewardsService
 from services.rewards.store import RewardGroups
@@ -26,7 +27,14 @@ def component() -> Component:
         resources.services.get_or_build(JudgeService, judge_component, resources)
         resources.services.get_or_build(DiversityService, diversity_component, resources)
         specs = NamedSpecs(resources.artifacts, resources.channels)
-        return RewardsService(resources.channels, RewardGroups(resources.sessions), specs)
+        service = RewardsService(
+            resources.channels,
+            RewardGroups(resources.sessions),
+            specs,
+            store_texts=resources.settings.store_texts,
+        )
+        register_rescore(resources.job_registry, service, RewardGroups(resources.sessions))
+        return service
 
     return Component(
         name="rewards",

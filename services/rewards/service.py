@@ -43,10 +43,13 @@ class RewardsService:
         channels: ChannelRegistry,
         groups: RewardGroups | None = None,
         specs: NamedSpecs | None = None,
+        *,
+        store_texts: bool = True,
     ) -> None:
         self._channels_registry = channels
         self._groups = groups
         self._specs = specs
+        self._store_texts = store_texts
 
     @property
     def specs(self) -> NamedSpecs:
@@ -104,6 +107,10 @@ class RewardsService:
         )
         await self._store(request, use, response)
         return response
+
+    async def check_spec(self, raw: object) -> None:
+        """Raise the 422 (or 404 for an unknown saved name) that scoring with ``raw`` would."""
+        await self._spec_in_use(raw)
 
     async def _spec_in_use(self, raw: object) -> SpecInUse:
         """An inline spec, or a saved one named ``name`` / ``name@N``."""
@@ -163,6 +170,8 @@ class RewardsService:
             return
         payload = request.model_dump(exclude={"run_id", "step"})
         payload["spec"] = use.spec.as_dict()
+        # What was scored, without the spec (the result names it): enough to audit or rescore.
+        inputs = request.model_dump(mode="json", exclude={"run_id", "step", "spec", "id"})
         await self._groups.add(
             request.run_id,
             request.step,
@@ -171,6 +180,7 @@ class RewardsService:
             response.wire(),
             spec_name=use.name,
             spec_version=use.version,
+            inputs=inputs if self._store_texts else None,
         )
         log.debug("stored rewards group for run %s step %s", request.run_id, request.step)
 

@@ -27,8 +27,10 @@ class RewardGroups(ScoredGroupRepository):
         *,
         spec_name: str | None = None,
         spec_version: int | None = None,
+        inputs: dict[str, Any] | None = None,
     ) -> str:
-        """Store one scored group (with the named spec that scored it); returns its id."""
+        """Store one scored group (with the named spec that scored it, and what it scored);
+        returns its id."""
         [row_id] = await self.add_many(
             SERVICE,
             run_id,
@@ -36,6 +38,7 @@ class RewardGroups(ScoredGroupRepository):
             [(group_id, request_hash, result)],
             spec_name=spec_name,
             spec_version=spec_version,
+            inputs=[inputs],
         )
         return row_id
 

@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
 
-from services.core.auth import require_scope
-from services.core.deps import service_of
+from services.core.auth import Caller, caller_with, require_scope
+from services.core.deps import IdempotencyKey, get_resources, service_of
+from services.core.errors import NotFound
 from services.core.schemas import Page, ScoredGroupOut
 from services.core.settings import Scope
+from services.jobs.deps import accepted
+from services.jobs.schemas import JobOut
+from services.rewards.rescore import RESCORE, RescoreParams, RescoreRequest
+from services.rewards.service import RewardsService
 from services.runs.schemas import RunSummary
 from services.runs.service import RunsService
 
@@ -49,3 +55,22 @@ async def run_groups(
 ) -> Page[ScoredGroupOut]:
     """The groups stored for ``run_id`` in scoring order, for audits."""
     return await service.groups(run_id, step=step, service=kind, limit=limit, offset=offset)
+
+
+@router.post("/{run_id:path}/rescore", status_code=202, response_model=JobOut)
+async def rescore(
+    run_id: str,
+    body: RescoreRequest,
+    request: Request,
+    caller: Annotated[Caller, Depends(caller_with(Scope.reward, Scope.admin))],
+    key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Score the run's stored reward groups again with another spec, as a job (202 and its
+    Location); the result says how the two scorings agree (rank correlation per group, sign
+    agreement of advantages)."""
+    rewards = get_resources(request).services.get(RewardsService)
+    if rewards is None:
+        raise NotFound("this server does not run the rewards service", param="run_id")
+    await rewards.check_spec(body.spec)
+    params = RescoreParams(**body.model_dump(), run_id=run_id, admin=caller.admin)
+    return await accepted(request, caller, RESCORE, params, idempotency_key=key)

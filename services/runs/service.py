@@ -62,4 +62,5 @@ def group_out(row: ScoredGroup) -> ScoredGroupOut:
         created_at=row.created_at.isoformat(),
         spec_name=row.spec_name,
         spec_version=row.spec_version,
+        inputs=row.inputs,
     )

@@ -21,7 +21,7 @@ def _body(spec: Any, completions: list[str] = COMPLETIONS) -> dict[str, Any]:
 BAD_SPECS = [
     ({"channels": {"foo": {}}}, "spec.channels.foo", "unknown channel"),
     ({"channels": {"rubric": {"mode": "vibes"}}}, "spec.channels.rubric.mode", "logprob"),
-    ({"channels": {"karma": {}}}, "spec.channels.karma", "not available yet"),
+    ({"channels": {"karma": {"model": "karma@x"}}}, "spec.channels.karma.model", "karma@x"),
     ({"channels": {"diversity": {"weight": -1}}}, "spec.channels.diversity.weight", "0"),
     ({"channels": {"diversity": {"wieght": 1}}}, "spec.channels.diversity.wieght", "option"),
     ({"channels": {"diversity": 1.0}}, "spec.channels.diversity", "object"),

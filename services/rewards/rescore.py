@@ -1,0 +1,185 @@
+"""Rescoring a stored run with another reward spec, and how the two scorings agree (issue 10).
+
+``POST /v1/runs/{run_id}/rescore`` starts the ``runs.rescore`` job. It reads the run's stored
+reward groups (their texts are kept unless ``PLAUDIT_STORE_TEXTS=false``), scores each again
+with the new spec (nothing is stored), and reports per group the rank correlation of the old
+and new totals, and the share of completions whose advantage keeps its sign (GRPO's: the
+total minus the group's mean). Groups stored without texts are counted as skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from services.core.context import Principal, principal_var
+from services.core.errors import PlauditError
+from services.core.jobs.context import JobContext, JobFunction, JobRegistry
+from services.core.models import ScoredGroup
+from services.core.records import ScoredGroupRepository
+from services.core.schemas import StrictModel
+from services.rewards.schemas import RewardsGroupRequest
+from services.rewards.service import RewardsService
+
+RESCORE = "runs.rescore"
+PAGE = 100
+#: Groups listed one by one in the result (the summary covers them all).
+MAX_LISTED = 1000
+
+
+class RescoreRequest(StrictModel):
+    """``{"spec": {"channels": {"judge_scale": {"k": 10}}}}`` or ``{"spec": "helpful@2"}``."""
+
+    spec: Any = Field(description="the spec to rescore with: inline, or a saved name / name@N")
+    step: int | None = Field(default=None, ge=0, le=2**31 - 1, description="only this step")
+    max_groups: int = Field(default=10_000, ge=1, le=100_000, description="at most this many")
+
+
+class RescoreParams(RescoreRequest):
+    """The job's parameters: the request, the run, and whose groups it may read."""
+
+    run_id: str
+    admin: bool = False
+
+
+Progress = Callable[[int, int], Awaitable[None]]
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank: ``[3, 1, 3] -> [2.5, 1.0, 2.5]``."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def rank_correlation(old: Sequence[float], new: Sequence[float]) -> float | None:
+    """Spearman's rho (Pearson on average ranks); None when either side has no spread.
+
+    >>> rank_correlation([1, 2, 3], [10, 30, 20])
+    0.5
+    """
+    if len(old) < 2:
+        return None
+    a, b = average_ranks(old), average_ranks(new)
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    cov = sum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True))
+    var_a = sum((x - mean_a) ** 2 for x in a)
+    var_b = sum((y - mean_b) ** 2 for y in b)
+    if var_a == 0 or var_b == 0:
+        return None
+    return cov / math.sqrt(var_a * var_b)
+
+
+def advantage_signs(totals: Sequence[float], tolerance: float = 1e-9) -> list[int]:
+    """The sign of each total minus the group's mean (0 within ``tolerance``)."""
+    mean = sum(totals) / len(totals)
+    return [0 if abs(t - mean) <= tolerance else (1 if t > mean else -1) for t in totals]
+
+
+def compare(old: Sequence[float | None], new: Sequence[float | None]) -> dict[str, Any]:
+    """One group's agreement over the completions scored both times."""
+    both = [(o, n) for o, n in zip(old, new, strict=True) if o is not None and n is not None]
+    if not both:
+        return {"compared": 0, "spearman": None, "same_sign": 0}
+    olds, news = [o for o, _ in both], [n for _, n in both]
+    signs = zip(advantage_signs(olds), advantage_signs(news), strict=True)
+    rho = rank_correlation(olds, news)
+    return {
+        "compared": len(both),
+        "spearman": None if rho is None else round(rho, 6),
+        "same_sign": sum(1 for a, b in signs if a == b),
+    }
+
+
+async def rescore_run(
+    service: RewardsService,
+    groups: ScoredGroupRepository,
+    params: RescoreParams,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Score the run's stored reward groups again with ``params.spec``; the agreement report."""
+    rows: list[ScoredGroup] = []
+    offset = 0
+    while len(rows) < params.max_groups:
+        page, total = await groups.list_for_run(
+            params.run_id, step=params.step, service="rewards", limit=PAGE, offset=offset
+        )
+        rows.extend(page[: params.max_groups - len(rows)])
+        offset += PAGE
+        if offset >= total:
+            break
+    listed: list[dict[str, Any]] = []
+    spearmans: list[float] = []
+    same_sign = compared = skipped = failed = 0
+    new_hash: str | None = None
+    for done, row in enumerate(rows, start=1):
+        old = [r.get("total") for r in row.result.get("results", [])]
+        entry: dict[str, Any] = {"id": row.id, "step": row.step, "old_spec_hash": None}
+        entry["old_spec_hash"] = row.result.get("spec_hash")
+        if row.inputs is None:
+            skipped += 1
+            entry["status"] = "no_texts"
+        else:
+            try:
+                request = RewardsGroupRequest.model_validate({**row.inputs, "spec": params.spec})
+                response = await service.group(request)
+            except PlauditError as exc:
+                failed += 1
+                entry.update(status="failed", error=str(exc))
+            else:
+                new_hash = response.spec_hash
+                agreement = compare(old, [r.total for r in response.results])
+                entry.update(status="ok", **agreement)
+                compared += agreement["compared"]
+                same_sign += agreement["same_sign"]
+                if agreement["spearman"] is not None:
+                    spearmans.append(agreement["spearman"])
+        if len(listed) < MAX_LISTED:
+            listed.append(entry)
+        if progress is not None:
+            await progress(done, len(rows))
+    return {
+        "run_id": params.run_id,
+        "spec_hash": new_hash,
+        "groups": len(rows),
+        "rescored": len(rows) - skipped - failed,
+        "skipped_without_texts": skipped,
+        "failed": failed,
+        "mean_spearman": round(sum(spearmans) / len(spearmans), 6) if spearmans else None,
+        "groups_with_spearman": len(spearmans),
+        "sign_agreement": round(same_sign / compared, 6) if compared else None,
+        "completions_compared": compared,
+        "per_group": listed,
+    }
+
+
+def rescore_job(service: RewardsService, groups: ScoredGroupRepository) -> JobFunction:
+    """The ``runs.rescore`` job, bound to this process's rewards service."""
+
+    async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+        request = RescoreParams.model_validate(params)
+        # The job reads what its starter may read: its own groups, or every tenant's (admin).
+        principal_var.set(Principal(owner=ctx.owner, admin=request.admin))
+
+        async def reported(done: int, total: int) -> None:
+            await ctx.progress(done, total, "rescoring groups")
+
+        await ctx.progress(0, None, "reading the run")
+        return await rescore_run(service, groups, request, reported)
+
+    return run
+
+
+def register(registry: JobRegistry, service: RewardsService, groups: ScoredGroupRepository) -> None:
+    registry.register(RESCORE, rescore_job(service, groups))
