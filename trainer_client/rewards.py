@@ -13,7 +13,8 @@ completion out of its group's statistics). :func:`plaudit_reward_func` builds su
     trainer = GRPOTrainer(model=..., reward_funcs=reward, args=GRPOConfig(...), ...)
 
 The batch is grouped by prompt (TRL repeats each prompt ``num_generations`` times) and each
-group is one ``POST /v1/rewards/group``, tagged with ``run_id`` and ``trainer_state.global_step``.
+group is one ``POST /v1/rewards/group``, tagged with ``run_id`` and the step being computed
+(``trainer_state.global_step + 1``: the 1-based step TRL logs).
 
 **Split groups.** Under several processes TRL gives each process a contiguous slice of the
 generation batch and gathers the rewards afterwards, so a group is cut in two whenever the
@@ -217,8 +218,12 @@ class PlauditReward:
                 "per_device_train_batch_size * steps_per_generation a multiple of num_generations",
                 ", ".join(needs),
             )
-        step = getattr(kwargs.get("trainer_state"), "global_step", None)
-        return _Batch(len(texts), groups, to_send, step if isinstance(step, int) else None)
+        # TRL computes rewards for optimizer step global_step + 1 (its logs, and plaudit
+        # train's step lines, count from 1): store that number, so a run's stored steps are the
+        # ones its log printed (issue 10).
+        done = getattr(kwargs.get("trainer_state"), "global_step", None)
+        step = done + 1 if isinstance(done, int) and not isinstance(done, bool) else None
+        return _Batch(len(texts), groups, to_send, step)
 
     def _finish(
         self,

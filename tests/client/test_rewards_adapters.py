@@ -157,7 +157,8 @@ def test_trl_standard_completions_one_request_per_group(live_all_server: LiveSer
     assert len(rewards) == 6 and all(isinstance(r, float) for r in rewards)
     with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
         stored = client.reward_runs(run_id)["items"]
-    assert [g["step"] for g in stored] == [5, 5]  # one request per prompt, tagged with the step
+    # One request per prompt, tagged with the step being computed: global_step 5 done, step 6.
+    assert [g["step"] for g in stored] == [6, 6]
     stored_totals = {
         tuple(r["total"] for r in g["result"]["results"]) for g in stored
     }  # the two groups may be stored in either order (they are sent concurrently)

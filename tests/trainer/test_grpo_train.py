@@ -65,7 +65,7 @@ def _assert_rewards_came_from_the_server(server: str, run_id: str, result: Train
         stored = client.reward_runs(run_id)["items"]
     # One group per step, stored once per group (the server saw every reward request).
     assert len(calls) == STEPS and len(stored) == STEPS
-    assert [g["step"] for g in stored] == list(range(STEPS))
+    assert [g["step"] for g in stored] == list(range(1, STEPS + 1)), "the steps it printed"
     for call, group, logs in zip(calls, stored, history, strict=True):
         totals = [r["total"] for r in group["result"]["results"]]
         assert call.rewards == pytest.approx(totals)
