@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.core.access import close_note, open_note
 from services.core.context import REQUEST_ID_HEADER, clean_request_id, request_id_var
 from services.core.envelope import error_body
 from services.core.metrics import Metrics
@@ -37,6 +38,7 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id
         started = time.perf_counter()
         status = {"code": 500, "sent": False}
+        note = open_note()
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -55,14 +57,17 @@ class RequestContextMiddleware:
             if not status["sent"]:
                 await _send_internal_error(send_with_id, request_id)
         finally:
-            self._observe(scope, int(status["code"]), time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            method, template = self._observe(scope, int(status["code"]), seconds)
+            close_note(note, method, template, int(status["code"]), seconds)
             request_id_var.reset(token)
 
-    def _observe(self, scope: Scope, status: int, seconds: float) -> None:
+    def _observe(self, scope: Scope, status: int, seconds: float) -> tuple[str, str]:
         route: Any = scope.get("route")
         template = getattr(route, "path", None) or "unmatched"
         method = str(scope.get("method", "GET"))
         self.metrics.request_latency.labels(method, template, str(status)).observe(seconds)
+        return method, template
 
 
 async def _send_internal_error(send: Send, request_id: str) -> None:

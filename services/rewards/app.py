@@ -16,6 +16,7 @@ from services.judge.service import JudgeService
 from services.rewards.named import NamedSpecs
 from services.rewards.rescore import register as register_rescore
 from services.rewards.router import router
+from services.rewards.run_metrics import RunMetrics
 from services.rewards.service import RewardsService
 from services.rewards.store import RewardGroups
 
@@ -32,6 +33,7 @@ def component() -> Component:
             RewardGroups(resources.sessions),
             specs,
             store_texts=resources.settings.store_texts,
+            run_metrics=RunMetrics(resources.metrics.registry),
         )
         register_rescore(resources.job_registry, service, RewardGroups(resources.sessions))
         return service

@@ -10,12 +10,14 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from services.core.access import note
 from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import ScoredGroupPage, completion_ids
 from services.rewards import aggregate
 from services.rewards.named import NamedSpecs, SpecInUse
+from services.rewards.run_metrics import RunMetrics
 from services.rewards.schemas import (
     RewardsGroupRequest,
     RewardsGroupResponse,
@@ -45,11 +47,13 @@ class RewardsService:
         specs: NamedSpecs | None = None,
         *,
         store_texts: bool = True,
+        run_metrics: RunMetrics | None = None,
     ) -> None:
         self._channels_registry = channels
         self._groups = groups
         self._specs = specs
         self._store_texts = store_texts
+        self._run_metrics = run_metrics
 
     @property
     def specs(self) -> NamedSpecs:
@@ -106,6 +110,17 @@ class RewardsService:
             stats=aggregate.group_stats(rewards),
         )
         await self._store(request, use, response)
+        note(
+            run=request.run_id,
+            step=request.step,
+            group=len(request.completions),
+            channels=",".join(sorted(spec.channels)),
+            spec=use.name,
+        )
+        if request.run_id is not None and self._run_metrics is not None:
+            self._run_metrics.observe(
+                request.run_id, response, [c.text for c in request.completions]
+            )
         return response
 
     async def check_spec(self, raw: object) -> None:
