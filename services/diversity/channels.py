@@ -36,6 +36,8 @@ def diversity_channels(diversity: DiversityService) -> list[Channel]:
                 "embedder": response.embedder,
                 "metric": response.metric,
                 "scaling": response.scaling,
+                "separable": response.separable,
+                **({"note": response.note} if response.note else {}),
             },
             details=[{"distance": r.distance} for r in response.results],
         )

@@ -70,6 +70,13 @@ class DiversityResponse(BaseModel):
     rewards: list[float]
     results: list[CompletionDiversity]
     stats: GroupStats
+    separable: bool = Field(
+        default=True,
+        description="false when min-max scaling could not tell the completions apart (their "
+        "distances differ by less than min_range, as always with 2 completions and the "
+        "centroid metric): every reward is then 0, and `note` says why",
+    )
+    note: str | None = None
 
 
 class DiversityBatchResponse(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -113,6 +113,7 @@ class DiversityService:
                 distance_min=float(np.min(raw)),
                 distance_max=float(np.max(raw)),
             ),
+            **_separability(raw, options, len(texts)),
         )
 
     async def _store(
@@ -137,3 +138,23 @@ def _check_texts(items: list[CompletionItem], max_chars: int, param: str) -> Non
                 f"completion of {len(item.text)} characters exceeds the limit of {max_chars}",
                 param=f"{param}[{j}].text",
             )
+
+
+def _separability(raw: metrics.Vector, options: DiversityOptions, size: int) -> dict[str, Any]:
+    """Whether min-max scaling told the group apart, and why not (never silent zeros)."""
+    if options.scaling != "minmax":
+        return {}
+    spread = float(np.max(raw) - np.min(raw))
+    if spread >= max(options.min_range, 1e-12):
+        return {}
+    if size == 2 and options.metric == "centroid":
+        why = (
+            "2 completions are equally far from their centroid, so min-max scaling gives both 0: "
+            "use metric pairwise_cosine with scaling none, or larger groups"
+        )
+    else:
+        why = (
+            f"the completions' distances differ by {spread:.2g}, less than min_range "
+            f"({options.min_range:g}): min-max scaling gives every completion 0"
+        )
+    return {"separable": False, "note": why}

@@ -52,7 +52,29 @@ async def test_identical_completions(client: httpx.AsyncClient, scaling: str) ->
     body = {"completions": ["same answer"] * 4, "scaling": scaling}
     response = await client.post("/v1/diversity/group", json=body)
     assert response.status_code == 200, response.text
-    assert response.json()["rewards"] == [0.0, 0.0, 0.0, 0.0]
+    data = response.json()
+    assert data["rewards"] == [0.0, 0.0, 0.0, 0.0]
+    if scaling == "minmax":
+        assert data["separable"] is False and "min_range" in data["note"]
+    else:
+        assert data["separable"] is True and data["note"] is None
+
+
+async def test_two_completions_with_the_centroid_say_they_cannot_be_separated(
+    client: httpx.AsyncClient,
+) -> None:
+    """Issue 10: with G=2 both centroid distances are equal, so min-max gives [0, 0]; the
+    answer says so instead of returning silent zeros, and names what works."""
+    body = {"completions": ["Paris is the capital.", "I like turtles."]}
+    data = (await client.post("/v1/diversity/group", json=body)).json()
+    assert data["rewards"] == [0.0, 0.0]
+    assert data["separable"] is False and "pairwise_cosine" in data["note"]
+    pairwise = {**body, "metric": "pairwise_cosine", "scaling": "none"}
+    data = (await client.post("/v1/diversity/group", json=pairwise)).json()
+    assert data["separable"] is True and data["rewards"][0] > 0
+    assert (await client.post("/v1/diversity/group", json={"completions": TEXTS})).json()[
+        "separable"
+    ] is True
 
 
 async def test_batch_endpoint_equals_single_requests(client: httpx.AsyncClient) -> None:
