@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from services.core.auth import require_scope
-from services.core.deps import service_of
-from services.core.schemas import Page, ScoredGroupOut
+from services.core.deps import PathId, service_of
+from services.core.schemas import ID_PATTERN, Page, ScoredGroupOut
 from services.core.settings import Scope
 from services.runs.schemas import RunSummary
 from services.runs.service import RunsService
@@ -38,11 +38,17 @@ async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page
 
 @router.get("/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
-    run_id: str,
+    run_id: PathId,
     service: Service,
     step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
     kind: Annotated[
-        str | None, Query(alias="service", description="only this service's groups")
+        str | None,
+        Query(
+            alias="service",
+            max_length=100,
+            pattern=ID_PATTERN,
+            description="only this service's groups",
+        ),
     ] = None,
     limit: Limit = 100,
     offset: Offset = 0,

@@ -68,6 +68,6 @@ class MoveRequest(StrictModel):
 
     to: int = Field(ge=1, le=10**9, description="the version to make current")
     expected_version: int | None = Field(
-        default=None, ge=1, description="409 unless this is the current version now"
+        default=None, ge=1, le=10**9, description="409 unless this is the current version now"
     )
     note: str | None = Field(default=None, max_length=500, description="why, for the history")
