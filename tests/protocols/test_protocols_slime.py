@@ -110,6 +110,9 @@ async def test_the_error_policy_is_a_503_slime_retries(
         ({"prompt": PROMPT}, "response"),
         ({"prompt": [{"role": "robot", "content": "x"}], "response": "r"}, None),
         ({"prompt": 3, "response": "r"}, None),
+        # strict like every request (issue 9): no booleans or numbers as text
+        ({"prompt": PROMPT, "response": True}, "response"),
+        ({"prompt": [{"role": "user", "content": 5}], "response": "r"}, "prompt[0].content"),
     ],
 )
 async def test_bad_bodies_are_422(
@@ -186,3 +189,12 @@ async def test_keys_in_the_url_credentials_are_accepted(app_client: AppClient) -
         )
         bad = {"Authorization": "Basic %%%"}
         assert_envelope(await client.post("/slime/reward", json=body, headers=bad), 401)
+
+
+async def test_a_lone_surrogate_in_the_spec_query_is_a_422(
+    rewards_client: httpx.AsyncClient,
+) -> None:
+    spec = '{"channels": {"judge_scale": {"weight": 1, "criteria": "\\ud800"}}}'
+    body = {"prompt": PROMPT, "response": "r"}
+    response = await rewards_client.post("/slime/reward", json=body, params={"spec": spec})
+    assert "surrogate" in assert_envelope(response, 422, "spec")["message"]

@@ -1,18 +1,19 @@
 """Property-based fuzzing of the published OpenAPI schema (issue 9): schemathesis generates
 requests for every operation and sends them in-process (ASGI) to the all-in-one app, with the
-scripted judge and the real MiniLM embedder. No answer may be a 5xx, and every answer must have
-a documented status, content type and a body that matches its documented schema.
+scripted judge and the real MiniLM embedder, on both set-ups. No answer may be a 5xx, and every
+answer must have a documented status, content type and a body that matches its documented
+schema.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as run_settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
 from schemathesis.python import asgi
@@ -31,15 +32,12 @@ EXAMPLES = 20
 SEMANTIC_CHECK = checks.positive_data_acceptance
 
 
-@pytest.fixture(scope="module")
-def fuzz_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    data_dir: Path = tmp_path_factory.mktemp("fuzz") / "data"
-    active = Settings(  # type: ignore[call-arg]
-        data_dir=data_dir, api_keys={KEY: ["admin", "reward"]}, _env_file=None
-    )
+@pytest.fixture
+def fuzz_schema(settings: Settings) -> Iterator[Any]:
+    """The app on both set-ups (SQLite; Postgres and Redis), started once by schemathesis."""
+    active = settings.with_overrides(api_keys={KEY: ["admin", "reward"]})
     app = create_app(active, embedder=load_embedder("bundled"), judge_backend=ScriptedBackend())
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    yield schema
+    yield schemathesis.openapi.from_asgi("/openapi.json", app)
     asgi.shutdown_lifespans()
 
 
@@ -51,7 +49,7 @@ def _fuzz(operation: Any, mode: GenerationMode) -> str | None:
     """
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
+    @run_settings(
         max_examples=EXAMPLES,
         deadline=None,
         derandomize=True,
