@@ -42,6 +42,11 @@ _HTTP_TYPES = {
 }
 
 
+#: FastAPI's answer to a body it cannot decode (not UTF-8, nested too deep), in plain words.
+_FASTAPI_UNREADABLE = "There was an error parsing the body"
+_UNREADABLE = "the body could not be read: send UTF-8 encoded JSON"
+
+
 def error_body(
     error_type: str, message: str, param: str | None = None, request_id: str | None = None
 ) -> dict[str, Any]:
@@ -130,7 +135,8 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     error_type = _HTTP_TYPES.get(exc.status_code, "http_error")
     _count(request, error_type)
     headers = dict(exc.headers or {})
-    return error_response(exc.status_code, error_type, str(exc.detail), None, headers)
+    message = _UNREADABLE if exc.detail == _FASTAPI_UNREADABLE else str(exc.detail)
+    return error_response(exc.status_code, error_type, message, None, headers)
 
 
 async def _on_possible_outage(request: Request, exc: Exception) -> JSONResponse:

@@ -94,6 +94,8 @@ def body_message(errors: Sequence[dict[str, Any]], body: Any) -> str | None:
         return f"the body is not valid JSON: {reason}{_where(body, offset)}"
     if loc == ("body",) and kind == "missing":
         return "the request body is missing: send a JSON object (Content-Type: application/json)"
+    if loc == ("body",) and isinstance(first.get("input"), bytes | bytearray):
+        return "the body is not JSON: send a JSON object with Content-Type: application/json"
     if loc == ("body",) and kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"the body must be a JSON object, not {_json_kind(first.get('input'))}"
     return None

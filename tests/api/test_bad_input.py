@@ -328,6 +328,14 @@ async def test_a_body_that_is_not_an_object_says_so(client: httpx.AsyncClient) -
     assert "must be a JSON object, not an array" in error["message"], error
 
 
+async def test_a_body_that_is_not_json_says_so(client: httpx.AsyncClient) -> None:
+    text = await client.post(ADV, content=b"k=5", headers={"content-type": "text/plain"})
+    assert "not JSON" in assert_envelope(text, 422)["message"]
+    binary = b'{"k": "\xff"}'
+    response = await client.post(ADV, content=binary, headers={"content-type": "application/json"})
+    assert "UTF-8" in assert_envelope(response, 400)["message"]
+
+
 async def test_every_problem_is_listed_with_its_location(client: httpx.AsyncClient) -> None:
     body = {"groups": [{"scores": [True]}], "k": "5", "eps": -1}
     error = assert_envelope(await client.post(ADV, json=body), 422, "groups[0].scores[0]")

@@ -53,6 +53,7 @@ def test_malformed_json_names_line_and_column() -> None:
         ({"type": "missing", "loc": ("body",), "msg": "Field required"}, "body is missing"),
         ({"type": "model_attributes_type", "loc": ("body",), "input": "x"}, "not a string"),
         ({"type": "dict_type", "loc": ("body",), "input": [1]}, "not an array"),
+        ({"type": "model_attributes_type", "loc": ("body",), "input": b"k=5"}, "is not JSON"),
     ],
 )
 def test_problems_with_the_whole_body_in_plain_words(error: dict[str, Any], words: str) -> None:
