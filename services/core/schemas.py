@@ -8,7 +8,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from services.core.limits import Text
-from services.core.validation_messages import ID_PATTERN
+from services.core.validation_messages import ID_PATTERN as ID_PATTERN
 
 #: The largest integer the database's integer columns hold (``step``, versions, offsets).
 INT32_MAX = 2**31 - 1
