@@ -5,9 +5,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
 from services.core.limits import Text
+from services.core.unicode_check import find_strings, has_nul
 from services.core.validation_messages import ID_PATTERN as ID_PATTERN
 
 #: The largest integer the database's integer columns hold (``step``, versions, offsets).
@@ -25,6 +33,23 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class StoredModel(StrictModel):
+    """A request whose text is stored as sent (rubrics, saved specs, notes, job parameters):
+    no NUL characters anywhere in it, since Postgres text and jsonb cannot hold them."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        found = find_strings(value, has_nul, limit=1)
+        if found:
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in found[0])
+            raise ValueError(
+                f"text{where and ' at ' + where.lstrip('.')} holds a NUL character (U+0000), "
+                "which cannot be stored"
+            )
+        return value
 
 
 def _no_control_chars(value: str) -> str:

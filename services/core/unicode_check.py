@@ -1,4 +1,4 @@
-"""Lone UTF-16 surrogates in a request body (issue 9).
+"""Lone UTF-16 surrogates and NUL characters in a request body (issue 9).
 
 Python's JSON parser reads ``"\\ud800"`` (which ``json.dumps`` writes for undecodable bytes) as a
 string holding a lone surrogate. Such a string is not valid Unicode: tokenizers and encoders
@@ -9,6 +9,7 @@ checked once, after parsing, so the caller gets a 422 naming the field and nothi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -21,21 +22,31 @@ def has_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
+def has_nul(text: str) -> bool:
+    """Whether ``text`` holds NUL (U+0000), which Postgres text and jsonb cannot store."""
+    return "\x00" in text
+
+
 def find_surrogates(value: Any, limit: int = 10) -> list[Location]:
     """Where, in parsed JSON, strings (values or keys) hold a lone surrogate; at most ``limit``.
 
     Example: ``find_surrogates({"completions": ["ok", "\\ud800"]}) == [("completions", 1)]``
     """
+    return find_strings(value, has_surrogate, limit)
+
+
+def find_strings(value: Any, bad: Callable[[str], bool], limit: int = 10) -> list[Location]:
+    """Where, in parsed JSON, strings (values or keys) are ``bad``; at most ``limit``."""
     found: list[Location] = []
     stack: list[tuple[Location, Any]] = [((), value)]
     while stack and len(found) < limit:
         loc, node = stack.pop()
         if isinstance(node, str):
-            if has_surrogate(node):
+            if bad(node):
                 found.append(loc)
         elif isinstance(node, dict):
             for key, item in reversed(node.items()):
-                if isinstance(key, str) and has_surrogate(key):
+                if isinstance(key, str) and bad(key):
                     found.append((*loc, key))
                 stack.append(((*loc, key), item))
         elif isinstance(node, list):

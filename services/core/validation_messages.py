@@ -14,6 +14,8 @@ from typing import Any
 
 #: The rule of ids in paths, queries and headers (also in the OpenAPI schema).
 ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+#: Text filters in query strings: anything but NUL, which the database cannot compare.
+NO_NUL_PATTERN = r"^[^\x00]*$"
 MAX_LISTED = 10
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "bytes", "dict", "list", "none"})
 
@@ -124,4 +126,6 @@ def plain_message(error: dict[str, Any]) -> str:
     pattern = (error.get("ctx") or {}).get("pattern")
     if error.get("type") == "string_pattern_mismatch" and pattern == ID_PATTERN:
         return "an id must not hold control characters (NUL, newline, tab, ...)"
+    if error.get("type") == "string_pattern_mismatch" and pattern == NO_NUL_PATTERN:
+        return "text must not hold NUL characters (U+0000)"
     return str(error.get("msg", "invalid value")).removeprefix("Value error, ")

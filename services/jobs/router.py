@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.core.deps import IdempotencyKey, PathId
 from services.core.errors import NotFound
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
 from services.jobs.schemas import JobOut, JobPage, JobState, ProbeRequest, View
@@ -22,7 +23,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 async def list_jobs(
     service: JobsDep,
     caller: JobCaller,
-    kind: Annotated[str | None, Query(max_length=100)] = None,
+    kind: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,

@@ -15,6 +15,7 @@ from services.core.schemas import (
     Prompt,
     RunTag,
     Seed,
+    StoredModel,
     StrictModel,
     TemplateRef,
 )
@@ -188,7 +189,7 @@ class ScaleResponse(BaseModel):
     judge: JudgeStamp
 
 
-class EvaluationRequest(StrictModel):
+class EvaluationRequest(StoredModel):
     """Agreement of the server's judge with MT-Bench human votes, run as a job.
 
     Example: ``{"votes": [<MT-Bench JSONL rows>], "limit": 40, "seed": 0}``, or, with an admin

@@ -14,6 +14,7 @@ from services.core.schemas import (
     Id,
     Prompt,
     RunTag,
+    StoredModel,
     StrictModel,
 )
 
@@ -146,7 +147,7 @@ class RewardsGroupResponse(BaseModel):
         return self.model_dump(exclude={"results": {"__all__": {"advantage"}}})
 
 
-class SpecSaveRequest(StrictModel):
+class SpecSaveRequest(StoredModel):
     """Save a reward spec under a name: ``{"name": "helpful", "spec": {"channels": {...}}}``."""
 
     name: str = Field(

@@ -15,6 +15,7 @@ from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
 from services.core.schemas import Page
 from services.core.settings import Scope
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.rubrics.repository import ListFilter
 from services.rubrics.schemas import (
     ImportResult,
@@ -54,9 +55,9 @@ async def create(body: RubricCreate, service: Service) -> RubricOut:
 @router.get("", dependencies=Read)
 async def listing(
     service: Service,
-    name: Annotated[str | None, Query(max_length=200)] = None,
-    domain: Annotated[str | None, Query(max_length=100)] = None,
-    source: Annotated[str | None, Query(max_length=200)] = None,
+    name: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
+    domain: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
+    source: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[RubricOut]:

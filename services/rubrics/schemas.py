@@ -19,6 +19,7 @@ from services.core.schemas import (
     ItemStatus,
     Prompt,
     RunTag,
+    StoredModel,
     StrictModel,
     TemplateRef,
 )
@@ -38,7 +39,7 @@ CRITERION_ID = r"^c[1-9][0-9]{0,5}$"
 RUBRIC_REF = r"^rb_[0-9a-f]{1,40}(@[1-9][0-9]{0,8})?$"
 
 
-class CriterionIn(StrictModel):
+class CriterionIn(StoredModel):
     """One criterion as a client writes it; ``id`` is given when editing (keeps its history)."""
 
     id: str | None = Field(
@@ -54,7 +55,7 @@ class CriterionIn(StrictModel):
     )
 
 
-class RubricFields(StrictModel):
+class RubricFields(StoredModel):
     """What a rubric holds besides its name."""
 
     question: str | None = Field(default=None, max_length=20_000)
@@ -85,7 +86,7 @@ class InlineRubric(RubricFields):
     name: str | None = Field(default=None, max_length=200)
 
 
-class RollbackRequest(StrictModel):
+class RollbackRequest(StoredModel):
     """Make an older version current again (``{"to": 1}``); later versions are kept."""
 
     to: int = Field(ge=1, le=INT32_MAX)

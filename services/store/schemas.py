@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import StrictModel
+from services.core.schemas import StoredModel
 from services.core.store_models import (
     ArtifactEvent,
     ArtifactInfo,
@@ -63,7 +63,7 @@ class ArtifactDetail(BaseModel):
     version: ArtifactVersion
 
 
-class MoveRequest(StrictModel):
+class MoveRequest(StoredModel):
     """Move the current pointer (rollback: to an older version; promote: to any version)."""
 
     to: int = Field(ge=1, le=10**9, description="the version to make current")
