@@ -25,7 +25,7 @@ from tests.judge_service.scripted import ScriptedBackend
 
 KEY = "fuzz-admin-key-0123456789"
 #: Examples per operation: enough to reach every branch of each schema, small enough that the
-#: whole run takes about a minute on two cores.
+#: run takes about a minute per set-up on two busy cores (under two minutes in all).
 EXAMPLES = 20
 #: A schema cannot state every rule across fields (``k`` or ``bin_edges``, scores within 1..K,
 #: a spec's channels), so a schema-valid request may still be a 422: that check is left out.
