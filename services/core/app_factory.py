@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 import services
 from services.core import health
 from services.core.auth import check_startup
 from services.core.cache import Cache
 from services.core.components import Component
+from services.core.deps import valid_unicode_body
 from services.core.embedder import Embedder
 from services.core.envelope import install_error_handlers
 from services.core.guard import GuardMiddleware
@@ -21,6 +22,7 @@ from services.core.jobs.context import JobRegistry
 from services.core.limits import show_limits
 from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
+from services.core.openapi_errors import document_errors
 from services.core.pages import mount_pages
 from services.core.resources import open_resources
 from services.core.settings import Settings
@@ -80,6 +82,7 @@ def build_app(
         docs_url=None,
         redoc_url=None,
         description="Reward-model and judge services for RL post-training.",
+        dependencies=[Depends(valid_unicode_body)],
     )
     app.state.metrics = metrics
     app.state.settings = settings or _deferred_settings()
@@ -97,11 +100,13 @@ def build_app(
 
 
 def _show_limits_in_openapi(app: FastAPI) -> None:
-    """The OpenAPI schema states the limits in force (maxLength of texts and so on)."""
+    """The OpenAPI schema states the limits in force (maxLength of texts and so on) and the
+    error answers of every route."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        return show_limits(generate(), app.state.settings.limits)
+        # Both steps rewrite FastAPI's cached schema in place, so repeating them is harmless.
+        return show_limits(document_errors(generate()), app.state.settings.limits)
 
     app.openapi = openapi  # type: ignore[method-assign]
 

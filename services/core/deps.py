@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -13,6 +14,8 @@ from services.core.auth import principal_of
 from services.core.errors import BackendUnavailable
 from services.core.idempotency import ReplayKey
 from services.core.resources import Resources
+from services.core.schemas import ID_PATTERN
+from services.core.unicode_check import surrogate_errors
 
 T = TypeVar("T")
 
@@ -31,6 +34,24 @@ def service_of(request: Request, kind: type[T]) -> T:
 
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
+#: An id in the URL path (run ids, names, refs): 1..200 characters, no control characters.
+PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=ID_PATTERN)]
+#: An id in the query string, with the same rule.
+QueryId = Annotated[str | None, Query(min_length=1, max_length=200, pattern=ID_PATTERN)]
+
+
+async def valid_unicode_body(request: Request) -> None:
+    """Refuse a JSON body whose strings hold lone UTF-16 surrogates (422 naming each field).
+
+    An app-wide dependency: it runs after FastAPI parsed the body and before the body is
+    validated, so no text with a lone surrogate reaches a model batch.
+    """
+    body = request.__dict__.get("_json")  # Starlette caches the parsed body here
+    if body is not None:
+        errors = surrogate_errors(body)
+        if errors:
+            raise RequestValidationError(errors, body=None)
+
 
 def _replay_key(
     request: Request,
@@ -40,6 +61,7 @@ def _replay_key(
             alias="Idempotency-Key",
             min_length=1,
             max_length=200,
+            pattern=ID_PATTERN,
             description="replay-safe retries: a retry with the same key and body gets the "
             "stored answer, also while the first request is still running; scoped to the API "
             "key and the route",

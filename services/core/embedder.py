@@ -13,8 +13,9 @@ import numpy.typing as npt
 
 from judges.lifecycle import ModelUnavailable, Readiness
 from judges.model_worker import ModelWorker
-from services.core.errors import BackendUnavailable
+from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.metrics import Metrics
+from services.core.unicode_check import has_surrogate
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,19 @@ class BatchedEmbedder:
         return loaded.model_id if loaded is not None else self._name
 
     async def embed(self, texts: list[str]) -> Matrix:
-        """Embed ``texts`` in a shared micro-batch; waits for a model that is still loading."""
+        """Embed ``texts`` in a shared micro-batch; waits for a model that is still loading.
+
+        A text with a lone UTF-16 surrogate is refused here, before it joins a batch: the
+        tokenizer would fail the whole batch, and with it every request sharing it.
+        """
+        bad = next(
+            (i for i, text in enumerate(texts) if isinstance(text, str) and has_surrogate(text)),
+            None,
+        )
+        if bad is not None:
+            raise InvalidInput(
+                f"text {bad} holds a lone UTF-16 surrogate, which is not valid Unicode"
+            )
         try:
             rows = await self.worker.submit(texts)
         except ModelUnavailable as exc:

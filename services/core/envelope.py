@@ -18,6 +18,7 @@ from services.core.errors import PlauditError
 from services.core.outages import as_outage
 from services.core.validation_messages import (
     MAX_LISTED,
+    body_message,
     is_branch_tag,
     plain_message,
     reduce_unions,
@@ -41,12 +42,29 @@ _HTTP_TYPES = {
 }
 
 
+#: FastAPI's answer to a body it cannot decode (not UTF-8, nested too deep), in plain words.
+_FASTAPI_UNREADABLE = "There was an error parsing the body"
+_UNREADABLE = "the body could not be read: send UTF-8 encoded JSON"
+
+
 def error_body(
     error_type: str, message: str, param: str | None = None, request_id: str | None = None
 ) -> dict[str, Any]:
     """Build ``{"error": {...}}``."""
     rid = request_id or request_id_var.get()
-    return {"error": {"type": error_type, "message": message, "param": param, "request_id": rid}}
+    return {
+        "error": {
+            "type": error_type,
+            "message": _printable(message),
+            "param": None if param is None else _printable(param),
+            "request_id": rid,
+        }
+    }
+
+
+def _printable(text: str) -> str:
+    """``text`` as valid UTF-8: a lone surrogate from the input is written as ``\\udxxx``."""
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def error_response(
@@ -65,6 +83,8 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
     """``("body", "groups", 0, "scores")`` -> ``"groups[0].scores"``."""
     # Only the first element says where the value came from; a body field may itself be
     # called "query" (OpenRLHF's request has one).
+    if len(loc) == 2 and loc[0] == "header":
+        return str(loc[1])  # header names are not field names (Idempotency-Key)
     parts = list(loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc)
     out = ""
     for part in parts:
@@ -81,6 +101,9 @@ def format_loc(loc: Sequence[int | str]) -> str | None:
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     """Every problem, each with its field; ``param`` names the first."""
+    body_problem = body_message(list(exc.errors()), exc.body)
+    if body_problem is not None:
+        return body_problem, None
     errors = reduce_unions(list(exc.errors()))
     if not errors:
         return "invalid request", None
@@ -112,7 +135,8 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     error_type = _HTTP_TYPES.get(exc.status_code, "http_error")
     _count(request, error_type)
     headers = dict(exc.headers or {})
-    return error_response(exc.status_code, error_type, str(exc.detail), None, headers)
+    message = _UNREADABLE if exc.detail == _FASTAPI_UNREADABLE else str(exc.detail)
+    return error_response(exc.status_code, error_type, message, None, headers)
 
 
 async def _on_possible_outage(request: Request, exc: Exception) -> JSONResponse:

@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+#: The rule of ids in paths, queries and headers (also in the OpenAPI schema).
+ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+#: Text filters in query strings: anything but NUL, which the database cannot compare.
+NO_NUL_PATTERN = r"^[^\x00]*$"
 MAX_LISTED = 10
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "bytes", "dict", "list", "none"})
 
@@ -75,6 +79,53 @@ def _merge(
     }
 
 
+def body_message(errors: Sequence[dict[str, Any]], body: Any) -> str | None:
+    """A problem with the body as a whole (not JSON, missing, not an object), in plain words.
+
+    FastAPI reports malformed JSON at ``("body", <character offset>)``, which would read as a
+    list index; the message says the line and column instead.
+    """
+    if not errors:
+        return None
+    first = errors[0]
+    loc = tuple(first.get("loc", ()))
+    kind = first.get("type")
+    if kind == "json_invalid":
+        reason = (first.get("ctx") or {}).get("error", "invalid JSON")
+        offset = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+        return f"the body is not valid JSON: {reason}{_where(body, offset)}"
+    if loc == ("body",) and kind == "missing":
+        return "the request body is missing: send a JSON object (Content-Type: application/json)"
+    if loc == ("body",) and isinstance(first.get("input"), bytes | bytearray):
+        return "the body is not JSON: send a JSON object with Content-Type: application/json"
+    if loc == ("body",) and kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"the body must be a JSON object, not {_json_kind(first.get('input'))}"
+    return None
+
+
+def _where(doc: Any, offset: int | None) -> str:
+    if offset is None:
+        return ""
+    if isinstance(doc, bytes | bytearray):
+        doc = bytes(doc).decode("utf-8", "replace")
+    if not isinstance(doc, str):
+        return f" (at character {offset + 1})"
+    line = doc.count("\n", 0, offset) + 1
+    column = offset - (doc.rfind("\n", 0, offset) + 1) + 1
+    return f" at line {line}, column {column}"
+
+
+def _json_kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number"}
+    names[float] = "a number"
+    return "null" if value is None else names.get(type(value), "that value")
+
+
 def plain_message(error: dict[str, Any]) -> str:
-    """pydantic's message without its ``Value error, `` prefix."""
+    """pydantic's message without its ``Value error, `` prefix, and id rules in words."""
+    pattern = (error.get("ctx") or {}).get("pattern")
+    if error.get("type") == "string_pattern_mismatch" and pattern == ID_PATTERN:
+        return "an id must not hold control characters (NUL, newline, tab, ...)"
+    if error.get("type") == "string_pattern_mismatch" and pattern == NO_NUL_PATTERN:
+        return "text must not hold NUL characters (U+0000)"
     return str(error.get("msg", "invalid value")).removeprefix("Value error, ")

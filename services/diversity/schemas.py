@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import Completion, ItemStatus, RunTag, StrictModel
+from services.core.schemas import Completions, Id, ItemStatus, RunTag, StrictModel
 
 MetricName = Literal["centroid", "pairwise_cosine"]
 ScalingName = Literal["minmax", "none"]
@@ -31,13 +31,13 @@ class DiversityOptions(StrictModel):
 class DiversityRequest(DiversityOptions, RunTag):
     """Example: ``{"completions": ["a cat", "a dog", "stock prices"], "metric": "centroid"}``"""
 
-    id: str | None = Field(default=None, max_length=200, description="group id, echoed")
-    completions: list[Completion] = Field(min_length=2)
+    id: Id | None = Field(default=None, description="group id, echoed")
+    completions: Completions = Field(min_length=2)
 
 
 class GroupCompletions(StrictModel):
-    id: str | None = Field(default=None, max_length=200)
-    completions: list[Completion] = Field(min_length=2)
+    id: Id | None = None
+    completions: Completions = Field(min_length=2)
 
 
 class DiversityBatchRequest(DiversityOptions, RunTag):

@@ -9,8 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from services.core.deps import IdempotencyKey
+from services.core.deps import IdempotencyKey, PathId
 from services.core.errors import NotFound
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
 from services.jobs.schemas import JobOut, JobPage, JobState, ProbeRequest, View
@@ -22,23 +23,25 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 async def list_jobs(
     service: JobsDep,
     caller: JobCaller,
-    kind: Annotated[str | None, Query(max_length=100)] = None,
+    kind: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> JobPage:
     """Jobs, newest first: a reward key's own, or every job for an admin key."""
     return await service.page(caller, kind=kind, state=state, limit=limit, offset=offset)
 
 
 @router.get("/{job_id}")
-async def get_job(job_id: str, service: JobsDep, caller: JobCaller, view: View = "full") -> JobOut:
+async def get_job(
+    job_id: PathId, service: JobsDep, caller: JobCaller, view: View = "full"
+) -> JobOut:
     """One job; ``view=summary`` leaves out its params and result."""
     return await service.get(caller, job_id, full=view == "full")
 
 
 @router.post("/{job_id}/cancel")
-async def cancel_job(job_id: str, service: JobsDep, caller: JobCaller) -> JobOut:
+async def cancel_job(job_id: PathId, service: JobsDep, caller: JobCaller) -> JobOut:
     """Cancel a queued job, or stop a running one (409 when it already finished)."""
     return await service.cancel(caller, job_id)
 
@@ -48,7 +51,7 @@ async def cancel_job(job_id: str, service: JobsDep, caller: JobCaller) -> JobOut
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}},
 )
-async def job_events(job_id: str, service: JobsDep, caller: JobCaller) -> StreamingResponse:
+async def job_events(job_id: PathId, service: JobsDep, caller: JobCaller) -> StreamingResponse:
     """Server-sent events: ``progress`` each time the job changes, ``finished`` at the end
     (with the result), then the stream closes."""
     updates = service.follow(caller, job_id)

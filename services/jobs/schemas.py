@@ -58,5 +58,5 @@ class ProbeRequest(StrictModel):
     steps: int = Field(default=10, ge=1, le=1000)
     delay_s: float = Field(default=0.1, ge=0, le=10, description="sleep before each step")
     fail_at: int | None = Field(
-        default=None, ge=1, description="raise at this step (checks failure reporting)"
+        default=None, ge=1, le=1000, description="raise at this step (checks failure reporting)"
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.core.schemas import CompletionItem
 from services.judge.schemas import JudgeOptions, PairwiseRequest, ScaleRequest
 
 if TYPE_CHECKING:  # the client-only install samples votes here without the server parts
@@ -170,7 +171,10 @@ async def grade_votes(
 async def _grade_one(service: JudgeService, vote: Vote, k: int, max_chars: int) -> VoteOutcome:
     request = ScaleRequest(
         prompt=vote.question,
-        completions=[truncate(vote.answer_a, max_chars), truncate(vote.answer_b, max_chars)],
+        completions=[
+            CompletionItem(text=truncate(vote.answer_a, max_chars)),
+            CompletionItem(text=truncate(vote.answer_b, max_chars)),
+        ],
         k=k,
     )
     try:

@@ -7,7 +7,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from services.core.limits import MaxNewTokens, Text
-from services.core.schemas import Completion, ItemStatus, Prompt, RunTag, StrictModel
+from services.core.schemas import (
+    INT32_MAX,
+    Completions,
+    FinishReasons,
+    ItemStatus,
+    Prompt,
+    RunTag,
+    Seed,
+    StoredModel,
+    StrictModel,
+    TemplateRef,
+)
 
 Mode = Literal["logprob", "generate"]
 
@@ -24,7 +35,7 @@ class JudgeOptions(StrictModel):
         "then a verdict (the default template asks for a JSON object under a schema)",
     )
     swap: bool = Field(default=True, description="judge both orders (position-bias control)")
-    template: str | None = Field(
+    template: TemplateRef | None = Field(
         default=None, description="template name@version (default pairwise@1 / pairwise_json@1)"
     )
     tie_margin: float = Field(
@@ -84,13 +95,16 @@ class GroupRequest(JudgeOptions, RunTag):
     """The G completions of one prompt, judged in pairs."""
 
     prompt: Prompt
-    completions: list[Completion] = Field(min_length=2)
+    completions: Completions = Field(min_length=2)
     pairing: Literal["adjacent", "round_robin", "anchor"] = "adjacent"
     anchor: Text | None = Field(default=None, description="reference completion (pairing=anchor)")
     budget: int | None = Field(
-        default=None, ge=1, description="round_robin: judge this many random pairs, not all"
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="round_robin: judge this many random pairs, not all",
     )
-    seed: int = Field(default=0, description="round_robin subset draw")
+    seed: Seed = Field(default=0, description="round_robin subset draw")
     scoring: Literal["pprgde", "win_rate", "bradley_terry"] = "pprgde"
     length_discount: bool = Field(
         default=False, description="pprgde: winners get shortest winner's length / own length"
@@ -98,7 +112,7 @@ class GroupRequest(JudgeOptions, RunTag):
     truncated: list[bool] | None = Field(
         default=None, description="per completion: cut off before end-of-sequence"
     )
-    finish_reasons: list[str | None] | None = Field(
+    finish_reasons: FinishReasons | None = Field(
         default=None, description="per completion ('length' = truncated), as trainers report"
     )
     lengths: list[float] | None = Field(
@@ -152,10 +166,10 @@ class ScaleRequest(RunTag):
     """Pointwise grades on 1..K from the level tokens' probabilities."""
 
     prompt: Prompt
-    completions: list[Completion] = Field(min_length=1)
+    completions: Completions = Field(min_length=1)
     k: int = Field(default=10, ge=2, le=100)
     criteria: str | None = Field(default=None, max_length=4000)
-    template: str | None = Field(default=None, description="default scale@1")
+    template: TemplateRef | None = Field(default=None, description="default scale@1")
     cache: bool = True
 
 
@@ -175,7 +189,7 @@ class ScaleResponse(BaseModel):
     judge: JudgeStamp
 
 
-class EvaluationRequest(StrictModel):
+class EvaluationRequest(StoredModel):
     """Agreement of the server's judge with MT-Bench human votes, run as a job.
 
     Example: ``{"votes": [<MT-Bench JSONL rows>], "limit": 40, "seed": 0}``, or, with an admin
@@ -200,9 +214,11 @@ class EvaluationRequest(StrictModel):
     k: int = Field(default=10, ge=2, le=100, description="scale method: grades 1..K")
     mode: Mode = "logprob"
     swap: bool = True
-    template: str | None = Field(default=None, max_length=200)
-    limit: int | None = Field(default=None, ge=1, description="stratified sample size")
-    seed: int = 0
+    template: TemplateRef | None = None
+    limit: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="stratified sample size"
+    )
+    seed: Seed = 0
     non_tie_only: bool = False
     max_chars: int = Field(default=1500, ge=100, le=100_000, description="truncate each answer")
     max_new_tokens: int = Field(default=128, ge=1, le=4096, description="generate mode budget")

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
-from services.core.schemas import RunTag, StrictModel
+from services.core.schemas import Id, RunTag, StrictModel
 
 EstimatorName = Literal["odrpo", "grpo", "maxrl", "dr_grpo"]
 K = Field(ge=2, le=100)
@@ -16,7 +16,7 @@ K = Field(ge=2, le=100)
 class GroupIn(StrictModel):
     """One rollout group's judge scores."""
 
-    id: str | None = Field(default=None, max_length=200)
+    id: Id | None = None
     scores: list[float] = Field(min_length=1, description="one score per completion, in order")
     k: int | None = Field(default=None, ge=2, le=100, description="this group's scale 1..K")
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from services.core.auth import authorize, require_scope, scopes_for
 from services.core.deps import service_of
 from services.core.errors import Unauthorized
+from services.core.schemas import ID_PATTERN, INT32_MAX
 from services.core.settings import Scope, Settings
 from services.protocols.schemas import (
     FailurePolicy,
@@ -71,7 +72,8 @@ Service = Annotated[ProtocolService, Depends(_service)]
 def _options(
     service: Service,
     spec: Annotated[
-        str | None, Query(description="reward spec as JSON (default: the server's)")
+        str | None,
+        Query(max_length=100_000, description="reward spec as JSON (default: the server's)"),
     ] = None,
     group_size: Annotated[
         int | None, Query(ge=1, le=1024, description="samples per prompt the trainer draws")
@@ -82,8 +84,11 @@ def _options(
     on_failure: Annotated[
         FailurePolicy | None, Query(description="neutral: group mean, flagged; error: 503")
     ] = None,
-    run_id: Annotated[str | None, Query(max_length=200, description="store groups")] = None,
-    step: Annotated[int | None, Query(ge=0)] = None,
+    run_id: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, pattern=ID_PATTERN, description="store groups"),
+    ] = None,
+    step: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
 ) -> ProtocolOptions:
     return service.options(
         spec=spec,

@@ -11,13 +11,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.core.limits import Text
 from services.core.schemas import Message
 
 FailurePolicy = Literal["neutral", "error"]
 
 
 class _TrainerModel(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Strict like every request model (no booleans as numbers, no coerced strings).
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
 
 class OpenRLHFRequest(_TrainerModel):
@@ -31,11 +33,10 @@ class OpenRLHFRequest(_TrainerModel):
     ``query`` is the decoded prompt + response; ``labels`` are accepted and not used.
     """
 
-    # Lengths are checked by the service rather than here: the error envelope drops a location
-    # part named "query" (it takes it for the query string), so the field would go unnamed.
-    # An empty list is valid: OpenRLHF sends one to every extra endpoint of --remote_rm_url.
-    query: list[str] = Field(default_factory=list, description="prompt + response, decoded")
-    prompts: list[str] = Field(default_factory=list, description="the prompt of each query")
+    # That the lists have one entry per query is checked by the service. An empty list is
+    # valid: OpenRLHF sends one to every extra endpoint of --remote_rm_url.
+    query: list[Text] = Field(default_factory=list, description="prompt + response, decoded")
+    prompts: list[Text] = Field(default_factory=list, description="the prompt of each query")
     labels: list[Any] | None = Field(default=None, description="accepted, not used")
 
 
@@ -56,7 +57,7 @@ class OpenRLHFResponse(BaseModel):
 
 class SlimeMessage(_TrainerModel):
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: Text
 
     def message(self) -> Message:
         return Message(role=self.role, content=self.content)
@@ -68,8 +69,8 @@ class SlimeRequest(_TrainerModel):
     Example: ``{"prompt": "2+2?", "response": "4", "label": "4"}``.
     """
 
-    prompt: str | list[SlimeMessage]
-    response: str
+    prompt: Text | list[SlimeMessage]
+    response: Text
     label: Any = Field(default=None, description="accepted, not used")
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import Prompt
+from services.core.unicode_check import find_surrogates
 from services.protocols.buffer import GroupBuffer
 from services.protocols.schemas import (
     FailurePolicy,
@@ -355,9 +356,12 @@ def protocol_spec(raw: Any, rewards: RewardsService) -> ResolvedSpec:
 
 def _parse_spec(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        spec = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"spec: not valid JSON ({exc.msg})", param="spec") from None
+    if find_surrogates(spec, limit=1):
+        raise InvalidInput("spec: holds a lone UTF-16 surrogate (not valid Unicode)", param="spec")
+    return spec
 
 
 def _check_openrlhf(request: OpenRLHFRequest) -> None:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
 from services.core.schemas import Page, ScoredGroupPage
 from services.core.settings import Scope
 from services.rewards.schemas import (
@@ -71,14 +71,14 @@ async def list_specs(service: Service, limit: Limit = 100, offset: Offset = 0) -
 
 
 @router.get("/specs/{ref}")
-async def get_spec(ref: str, service: Service) -> NamedSpec:
+async def get_spec(ref: PathId, service: Service) -> NamedSpec:
     """A saved spec: ``name`` (its current version) or ``name@N``."""
     return await service.specs.get(ref)
 
 
 @router.get("/specs/{name}/versions")
 async def spec_versions(
-    name: str, service: Service, limit: Limit = 100, offset: Offset = 0
+    name: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
 ) -> Page[NamedSpec]:
     """Every version of a saved spec, newest first."""
     items, total = await service.specs.versions(name, limit=limit, offset=offset)
@@ -94,11 +94,11 @@ async def channels(service: Service) -> dict[str, dict[str, Any]]:
 
 @router.get("/runs/{run_id:path}/groups", deprecated=True)  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
-    run_id: str,
+    run_id: PathId,
     service: Service,
-    step: Annotated[int | None, Query(ge=0)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> ScoredGroupPage:
     """Deprecated: ``GET /v1/runs/{run_id}/groups?service=rewards`` replaces it."""
     return await service.list_groups(run_id, step=step, limit=limit, offset=offset)

@@ -6,10 +6,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import Completion, Prompt, RunTag, StrictModel
+from services.core.schemas import (
+    INT32_MAX,
+    Completions,
+    Count,
+    FinishReasons,
+    Id,
+    Prompt,
+    RunTag,
+    StoredModel,
+    StrictModel,
+)
 
 AdvantageName = Literal["none", "grpo", "odrpo"]
 Kind = Literal["rewards", "advantages"]
+ColumnName = Annotated[str, Field(min_length=1, max_length=200)]
 ColumnValue = Annotated[str, Field(max_length=10_000)] | int | float | bool | None
 
 
@@ -26,20 +37,20 @@ class RewardsGroupRequest(RunTag):
     is reported with the exact field (``spec.channels.foo``), like the validate endpoint does.
     """
 
-    id: str | None = Field(default=None, max_length=200, description="group id, echoed")
+    id: Id | None = Field(default=None, description="group id, echoed")
     prompt: Prompt
-    completions: list[Completion] = Field(min_length=1)
-    finish_reasons: list[str | None] | None = Field(
+    completions: Completions = Field(min_length=1)
+    finish_reasons: FinishReasons | None = Field(
         default=None, description="per completion ('length' = truncated), as trainers report"
     )
-    token_counts: list[int] | None = Field(
+    token_counts: list[Count] | None = Field(
         default=None, description="per completion token counts (judge length discount)"
     )
     spec: Any = Field(
         description='{"channels": {name: {"weight": w, ...options}}, "advantage": "none"}, '
         'or a saved spec\'s name ("my-spec", the current version) or "my-spec@3"'
     )
-    columns: dict[str, ColumnValue] | None = Field(
+    columns: dict[ColumnName, ColumnValue] | None = Field(
         default=None,
         max_length=32,
         description="dataset columns of this prompt that channels read, e.g. "
@@ -53,8 +64,6 @@ class RewardsGroupRequest(RunTag):
             values = getattr(self, name)
             if values is not None and len(values) != g:
                 raise ValueError(f"{name} needs one entry per completion ({g})")
-        if self.token_counts is not None and any(n < 0 for n in self.token_counts):
-            raise ValueError("token_counts must not be negative")
         return self
 
 
@@ -143,7 +152,7 @@ class RewardsGroupResponse(BaseModel):
         return self.model_dump(exclude={"results": {"__all__": {"advantage"}}})
 
 
-class SpecSaveRequest(StrictModel):
+class SpecSaveRequest(StoredModel):
     """Save a reward spec under a name: ``{"name": "helpful", "spec": {"channels": {...}}}``."""
 
     name: str = Field(
@@ -156,7 +165,7 @@ class SpecSaveRequest(StrictModel):
     expected_version: int | None = Field(
         default=None,
         ge=0,
-        le=2**31 - 1,
+        le=INT32_MAX,
         description="the current version you started from (0: the name must be new); a stale "
         "one is a 409",
     )

@@ -12,9 +12,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
 from services.core.schemas import Page
 from services.core.settings import Scope
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.rubrics.repository import ListFilter
 from services.rubrics.schemas import (
     ImportResult,
@@ -54,9 +55,9 @@ async def create(body: RubricCreate, service: Service) -> RubricOut:
 @router.get("", dependencies=Read)
 async def listing(
     service: Service,
-    name: Annotated[str | None, Query(max_length=200)] = None,
-    domain: Annotated[str | None, Query(max_length=100)] = None,
-    source: Annotated[str | None, Query(max_length=200)] = None,
+    name: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
+    domain: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
+    source: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Page[RubricOut]:
@@ -81,20 +82,20 @@ async def score(
 
 
 @router.get("/{rubric_id}", dependencies=Read)
-async def get(rubric_id: str, service: Service, version: Version | None = None) -> RubricOut:
+async def get(rubric_id: PathId, service: Service, version: Version | None = None) -> RubricOut:
     """The current version, or ``?version=N`` (``rb_...@N`` works too)."""
     return await service.get(rubric_id, version)
 
 
 @router.put("/{rubric_id}", dependencies=Write)
-async def update(rubric_id: str, body: RubricUpdate, service: Service) -> RubricOut:
+async def update(rubric_id: PathId, body: RubricUpdate, service: Service) -> RubricOut:
     """A new version (made current); send criterion ids to keep a reworded criterion's id."""
     return await service.update(rubric_id, body)
 
 
 @router.get("/{rubric_id}/versions", dependencies=Read)
 async def versions(
-    rubric_id: str, service: Service, limit: Limit = 100, offset: Offset = 0
+    rubric_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
 ) -> Page[RubricVersionInfo]:
     """Every version, oldest first, with the one that is current."""
     return await service.versions(rubric_id, limit=limit, offset=offset)
@@ -102,7 +103,7 @@ async def versions(
 
 @router.get("/{rubric_id}/diff", dependencies=Read, response_model_by_alias=True)
 async def diff(
-    rubric_id: str,
+    rubric_id: PathId,
     service: Service,
     old: Annotated[int, Query(alias="from", ge=1, le=2**31 - 1)],
     new: Annotated[int, Query(alias="to", ge=1, le=2**31 - 1)],
@@ -112,6 +113,6 @@ async def diff(
 
 
 @router.post("/{rubric_id}/rollback", dependencies=Write)
-async def rollback(rubric_id: str, body: RollbackRequest, service: Service) -> RubricOut:
+async def rollback(rubric_id: PathId, body: RollbackRequest, service: Service) -> RubricOut:
     """Make an older version current again (later versions are kept)."""
     return await service.rollback(rubric_id, body)

@@ -9,11 +9,20 @@ across versions, so a reworded criterion keeps its history. Limits that depend o
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import Completion, ItemStatus, Prompt, RunTag, StrictModel
+from services.core.schemas import (
+    INT32_MAX,
+    Completions,
+    ItemStatus,
+    Prompt,
+    RunTag,
+    StoredModel,
+    StrictModel,
+    TemplateRef,
+)
 
 CriterionKind = Literal["required", "pitfall"]
 #: logprob: P(yes) per (completion, criterion) from one forward pass; generate: one JSON reply
@@ -30,7 +39,7 @@ CRITERION_ID = r"^c[1-9][0-9]{0,5}$"
 RUBRIC_REF = r"^rb_[0-9a-f]{1,40}(@[1-9][0-9]{0,8})?$"
 
 
-class CriterionIn(StrictModel):
+class CriterionIn(StoredModel):
     """One criterion as a client writes it; ``id`` is given when editing (keeps its history)."""
 
     id: str | None = Field(
@@ -46,7 +55,7 @@ class CriterionIn(StrictModel):
     )
 
 
-class RubricFields(StrictModel):
+class RubricFields(StoredModel):
     """What a rubric holds besides its name."""
 
     question: str | None = Field(default=None, max_length=20_000)
@@ -67,7 +76,7 @@ class RubricUpdate(RubricCreate):
     criteria without one are new. ``expected_version``: the version the edit is based on
     (409 when the rubric has moved on)."""
 
-    expected_version: int | None = Field(default=None, ge=1)
+    expected_version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     note: str | None = Field(default=None, max_length=1000)
 
 
@@ -77,11 +86,11 @@ class InlineRubric(RubricFields):
     name: str | None = Field(default=None, max_length=200)
 
 
-class RollbackRequest(StrictModel):
+class RollbackRequest(StoredModel):
     """Make an older version current again (``{"to": 1}``); later versions are kept."""
 
-    to: int = Field(ge=1)
-    expected_version: int | None = Field(default=None, ge=1)
+    to: int = Field(ge=1, le=INT32_MAX)
+    expected_version: int | None = Field(default=None, ge=1, le=INT32_MAX)
     note: str | None = Field(default=None, max_length=1000)
 
 
@@ -170,14 +179,14 @@ class ScoreOptions(StrictModel):
     )
     normalize: Normalize = "required_weights"
     aggregation: Aggregation = "weighted"
-    pass_rates: dict[str, float] | None = Field(
+    pass_rates: dict[Annotated[str, Field(max_length=20)], float] | None = Field(
         default=None,
         description="focal: per criterion id, the share of recent completions that passed it "
         "(required: met; pitfall: avoided), each in [0, 1]",
     )
     focal_gamma: float = Field(default=1.0, ge=0, le=10, allow_inf_nan=False)
     k: int = Field(default=10, ge=2, le=100, description="implicit mode: grades 1..k")
-    template: str | None = Field(
+    template: TemplateRef | None = Field(
         default=None, description="judge template name@version (default: by mode)"
     )
 
@@ -201,7 +210,7 @@ class ScoreRequest(ScoreOptions, RunTag):
     """
 
     prompt: Prompt | None = Field(default=None, description="default: the rubric's question")
-    completions: list[Completion] = Field(min_length=1)
+    completions: Completions = Field(min_length=1)
     rubric_id: str | None = Field(default=None, pattern=RUBRIC_REF, description="id or id@version")
     rubric: InlineRubric | None = None
     cache: bool = Field(default=True, description="use the judge cache")

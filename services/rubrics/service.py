@@ -23,6 +23,7 @@ from services.core.envelope import format_loc
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import CompletionItem, Page, Prompt
+from services.core.unicode_check import find_surrogates
 from services.judge.service import prompt_text
 from services.rubrics.diff import diff_versions
 from services.rubrics.judging import RubricJudge
@@ -243,10 +244,19 @@ class RubricsService:
 
 def _parse_line(number: int, line: str) -> RubricCreate:
     try:
-        return RubricCreate.model_validate(json.loads(line))
+        row = json.loads(line)
     except json.JSONDecodeError as exc:
         message = f"line {number}: not JSON ({exc.msg})"
         raise InvalidInput(message, param=f"lines[{number}]") from None
+    bad = find_surrogates(row, limit=1)
+    if bad:
+        where = format_loc(("body", *bad[0]))
+        raise InvalidInput(
+            f"line {number}: {where}: holds a lone UTF-16 surrogate (not valid Unicode)",
+            param=f"lines[{number}]" + (f".{where}" if where else ""),
+        )
+    try:
+        return RubricCreate.model_validate(row)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = format_loc(("body", *first.get("loc", ())))

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import Caller, caller_with, require_scope
-from services.core.deps import IdempotencyKey, get_resources, service_of
+from services.core.deps import IdempotencyKey, PathId, get_resources, service_of
 from services.core.errors import NotFound
-from services.core.schemas import Page, ScoredGroupOut
+from services.core.schemas import ID_PATTERN, Page, ScoredGroupOut
 from services.core.settings import Scope
 from services.jobs.deps import accepted
 from services.jobs.schemas import JobOut
@@ -44,11 +44,17 @@ async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page
 
 @router.get("/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
-    run_id: str,
+    run_id: PathId,
     service: Service,
     step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
     kind: Annotated[
-        str | None, Query(alias="service", description="only this service's groups")
+        str | None,
+        Query(
+            alias="service",
+            max_length=100,
+            pattern=ID_PATTERN,
+            description="only this service's groups",
+        ),
     ] = None,
     limit: Limit = 100,
     offset: Offset = 0,
@@ -59,7 +65,7 @@ async def run_groups(
 
 @router.post("/{run_id:path}/rescore", status_code=202, response_model=JobOut)
 async def rescore(
-    run_id: str,
+    run_id: PathId,
     body: RescoreRequest,
     request: Request,
     caller: Annotated[Caller, Depends(caller_with(Scope.reward, Scope.admin))],

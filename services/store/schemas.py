@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import StrictModel
+from services.core.schemas import StoredModel
 from services.core.store_models import (
     ArtifactEvent,
     ArtifactInfo,
@@ -63,11 +63,11 @@ class ArtifactDetail(BaseModel):
     version: ArtifactVersion
 
 
-class MoveRequest(StrictModel):
+class MoveRequest(StoredModel):
     """Move the current pointer (rollback: to an older version; promote: to any version)."""
 
     to: int = Field(ge=1, le=10**9, description="the version to make current")
     expected_version: int | None = Field(
-        default=None, ge=1, description="409 unless this is the current version now"
+        default=None, ge=1, le=10**9, description="409 unless this is the current version now"
     )
     note: str | None = Field(default=None, max_length=500, description="why, for the history")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from services.core.embedder import BatchedEmbedder, Embedder
-from services.core.errors import BackendUnavailable
+from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.metrics import Metrics
 
 TEXTS = [
@@ -62,3 +62,16 @@ async def test_a_model_that_cannot_load_says_why(tmp_path: Path) -> None:
     assert info.value.retry_after is None, "a failed load does not come back by itself"
     await batched.aclose()
     assert batched.readiness.state == "closed"
+
+
+async def test_a_lone_surrogate_is_refused_before_it_joins_a_batch(embedder: Embedder) -> None:
+    batched = BatchedEmbedder(embedder, max_wait=0.05)
+    good, bad = await asyncio.gather(
+        batched.embed(TEXTS[:2]),
+        batched.embed([TEXTS[2], "bad \ud800 text"]),
+        return_exceptions=True,
+    )
+    assert isinstance(bad, InvalidInput) and "surrogate" in bad.message
+    assert isinstance(good, np.ndarray) and good.shape == (2, 384)
+    assert batched.worker.stats.batches == 1 and batched.worker.stats.requests == 1
+    await batched.aclose()

@@ -110,6 +110,9 @@ async def test_the_error_policy_is_a_503_slime_retries(
         ({"prompt": PROMPT}, "response"),
         ({"prompt": [{"role": "robot", "content": "x"}], "response": "r"}, None),
         ({"prompt": 3, "response": "r"}, None),
+        # strict like every request (issue 9): no booleans or numbers as text
+        ({"prompt": PROMPT, "response": True}, "response"),
+        ({"prompt": [{"role": "user", "content": 5}], "response": "r"}, "prompt[0].content"),
     ],
 )
 async def test_bad_bodies_are_422(
@@ -217,3 +220,12 @@ async def test_a_straggler_is_scored_by_its_own_channels_with_its_groups_diversi
     assert alone["status"] == "group_too_small" and alone["failed"] is False
     assert alone["channels"]["diversity"] == 0.5, "no group seen: the midpoint"
     assert alone["channels"]["judge_scale"] < 3.5
+
+
+async def test_a_lone_surrogate_in_the_spec_query_is_a_422(
+    rewards_client: httpx.AsyncClient,
+) -> None:
+    spec = '{"channels": {"judge_scale": {"weight": 1, "criteria": "\\ud800"}}}'
+    body = {"prompt": PROMPT, "response": "r"}
+    response = await rewards_client.post("/slime/reward", json=body, params={"spec": spec})
+    assert "surrogate" in assert_envelope(response, 422, "spec")["message"]

@@ -188,6 +188,17 @@ async def test_jsonl_import_stores_every_line_or_none(api: httpx.AsyncClient) ->
     )
     assert_envelope(await api.post("/v1/rubrics/import", content="{nope"), 422, "lines[1]")
     assert_envelope(await api.post("/v1/rubrics/import", content="\n \n"), 422, "body")
+    surrogate = json.dumps({**BOIL, "criteria": [{"text": "a \ud800"}]})  # "\\ud800" escape
+    assert_envelope(
+        await api.post("/v1/rubrics/import", content=surrogate), 422, "lines[1].criteria[0].text"
+    )
+    nul = json.dumps({**BOIL, "domain": "cooking\u0000"})  # Postgres cannot store NUL
+    assert_envelope(await api.post("/v1/rubrics/import", content=nul), 422, "lines[1].domain")
+    assert_envelope(await api.post("/v1/rubrics", json={**BOIL, "name": "a\x00"}), 422, "name")
+    strict = json.dumps({**BOIL, "criteria": [{"text": "a", "weight": True}]})
+    assert_envelope(
+        await api.post("/v1/rubrics/import", content=strict), 422, "lines[1].criteria[0].weight"
+    )
     assert (await api.get("/v1/rubrics")).json()["total"] == 2
 
 
