@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from judges.backends.base import ChatMessage, ChoiceRequest, GenerateRequest
-from judges.fencing import boundary_code, neutralise, process_secret
+from judges.fencing import boundary_code, neutralise, process_secret, slot_labels
 
 TemplateKind = Literal["choice", "generate"]
 BOUNDARY: Final = "boundary"
 """The placeholder a ``boundary = true`` template's fences carry; filled by :meth:`render`."""
+LABELS: Final = ("label_a", "label_b")
+"""The placeholders of a ``labels = true`` template's slot letters (its candidates)."""
 GRADES: Final = "grades"
 """``choices = "grades"`` in a template file: the candidates are ``"1"`` .. ``str(k)``."""
 MIN_GRADES, MAX_GRADES = 2, 100
@@ -127,6 +129,7 @@ class PromptTemplate:
     defaults: Mapping[str, str] = field(default_factory=dict)
     boundary: bool = False
     untrusted: tuple[str, ...] = ()
+    labels: bool = False
 
     @property
     def ref(self) -> str:
@@ -142,6 +145,8 @@ class PromptTemplate:
             names.add("k")
         if self.boundary:
             names.discard(BOUNDARY)
+        if self.labels:
+            names -= set(LABELS)
         return frozenset(names)
 
     def render(self, fence_code: str | None = None, /, **values: Any) -> RenderedPrompt:
@@ -150,7 +155,8 @@ class PromptTemplate:
         Graded templates take ``k`` (an int from 2 to 100), which also sets the candidates.
         A ``boundary`` template uses ``fence_code`` (positional) in its fences (default: the
         code of this template and question under this process's secret, see
-        :mod:`judges.fencing`).
+        :mod:`judges.fencing`); a ``labels`` template names its two slots, and its candidates,
+        with two letters the code chooses.
         Raises :class:`TemplateError` for a missing, unknown or ill-typed value.
         """
         merged = {**self.defaults, **values}
@@ -172,6 +178,9 @@ class PromptTemplate:
                 for key, text in texts.items()
             }
             text_values[BOUNDARY] = code
+            if self.labels:
+                candidates = slot_labels(code)
+                text_values.update(zip(LABELS, candidates, strict=True))
         else:
             text_values = {key: self._defuse(text) for key, text in texts.items()}
         messages: list[ChatMessage] = []
@@ -277,6 +286,7 @@ def parse_template(data: Mapping[str, Any], source: str = "<template>") -> Promp
             defaults={str(k): str(v) for k, v in data.get("defaults", {}).items()},
             boundary=bool(data.get("boundary", False)),
             untrusted=tuple(str(u) for u in data.get("untrusted", ())),
+            labels=bool(data.get("labels", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TemplateError(f"{source}: malformed template ({exc})") from exc
@@ -288,6 +298,8 @@ def parse_template(data: Mapping[str, Any], source: str = "<template>") -> Promp
             raise TemplateError(
                 f"{source}: fence {opening} ... {closing} missing from the user message"
             )
+    if template.labels and not (template.boundary and len(template.choices) == 2):
+        raise TemplateError(f"{source}: labels need boundary = true and two choices")
     if not set(template.untrusted) <= set(template.fences):
         raise TemplateError(f"{source}: untrusted values must be fenced")
     return template

@@ -54,7 +54,7 @@ class ScriptedBackend(LibraryScriptedBackend):
     def _choose_script(self, request: ChoiceRequest) -> list[float]:
         text = "\n".join(m["content"] for m in request.messages)
         self._check(text)
-        if list(request.candidates) == ["A", "B"]:
+        if len(request.candidates) == 2 and request.candidates[0] != "1":  # A/B or slot labels
             p = self._p_first(text)
             return [math.log(p), math.log(1 - p)]
         level = 4 if "GOOD" in text else 2

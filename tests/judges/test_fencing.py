@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from judges.fencing import FLAG, boundary_code, neutralise, skeleton
+from judges.fencing import FLAG, LABEL_LETTERS, boundary_code, neutralise, skeleton, slot_labels
 from judges.templates import TemplateError, load_template, parse_template
 
 FENCES = ("question", "response_a", "response_b")
@@ -138,3 +138,20 @@ def test_boundary_templates_need_coded_fences() -> None:
     assert parse_template(coded).variables == {"x"}
     with pytest.raises(TemplateError, match="untrusted"):
         parse_template({**coded, "untrusted": ["y"]})
+
+
+def test_slot_labels_are_two_distinct_letters_other_than_a_and_b() -> None:
+    seen = {slot_labels(f"{i:016x}") for i in range(0, 10**6, 7919)}
+    assert all(a != b and {a, b} <= set(LABEL_LETTERS) for a, b in seen)
+    assert not {"A", "B"} & set(LABEL_LETTERS)
+    assert len({a for a, _ in seen}) == len(LABEL_LETTERS)  # every letter is used
+
+
+def test_pairwise_v2_names_its_slots_with_the_codes_letters() -> None:
+    prompt = load_template("pairwise@2").render("ab12", **PAIR)
+    first, second = slot_labels("ab12")
+    user = prompt.messages[-1]["content"]
+    assert prompt.candidates == (first, second)
+    assert f"Response {first}:\n<<response_a ab12>>" in user
+    assert f"Response {second}:\n<<response_b ab12>>" in user
+    assert user.endswith(f"Reply with a single letter: {first} or {second}.")
