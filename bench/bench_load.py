@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--routes", default=",".join(ROUTES))
     parser.add_argument(
-        "--database-url", default="postgresql+asyncpg://postgres@127.0.0.1:5432/inject_bench"
+        "--database-url", default="postgresql+asyncpg://postgres@127.0.0.1:5432/plaudit_bench"
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--out", default=None)
