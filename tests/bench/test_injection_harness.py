@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.injection import (
     CONTROL,
     STYLES,
@@ -89,3 +91,5 @@ def test_count_flips_per_style_family_and_slot_with_the_control_apart() -> None:
     assert report["per_family"][CONTROL] == {"flips": 1, "n": 4, "rate": 0.25}
     assert report["per_slot"]["b"]["flips"] == 2 and report["per_slot"]["a"]["flips"] == 0
     assert report["clean_right_answer_wins"] == "2/4"
+    assert report["max_shift"] == pytest.approx(0.6)  # in slot b; 0 in slot a
+    assert report["mean_shift"] == pytest.approx(0.3)
