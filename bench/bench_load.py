@@ -107,6 +107,7 @@ async def hammer(
     """``clients`` loops posting back to back for ``duration`` seconds; figures of the run."""
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
+    samples: dict[str, str] = {}  # the first answer of each failing status, to say why
     counter = itertools.count()
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
@@ -119,9 +120,13 @@ async def hammer(
                 start = time.perf_counter()
                 try:
                     response = await client.post(path, json=body)
-                    statuses[str(response.status_code)] += 1
+                    status = str(response.status_code)
+                    if response.status_code != 200:
+                        samples.setdefault(status, response.text[:300])
                 except httpx.HTTPError as exc:
-                    statuses[type(exc).__name__] += 1
+                    status = type(exc).__name__
+                    samples.setdefault(status, repr(exc)[:300])
+                statuses[status] += 1
                 latencies.append(time.perf_counter() - start)
 
         await asyncio.gather(*(one_client() for _ in range(clients)))
@@ -132,6 +137,7 @@ async def hammer(
         "requests": len(latencies),
         "ok": ok,
         "errors": {k: v for k, v in statuses.items() if k != "200"},
+        "error_samples": samples,
         "requests_per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(1000 * statistics.median(latencies), 1) if latencies else None,
         "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1)
