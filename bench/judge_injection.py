@@ -1,12 +1,15 @@
 """Prompt-injection flip rate of the judge (issue 9), before and after the fence defence.
 
-Runs the cases of ``bench/injection.py`` (16 question/right/wrong triples x 15 injection
-styles and a control x the wrong answer in slot A and in slot B) through the judge, with and
+Runs the cases of ``bench/injection.py`` (question/right/wrong triples x 16 injection styles
+and a control x the wrong answer in slot A and in slot B) through the judge, with and
 without the order swap, once per template (``pairwise@1``: tag fences only; ``pairwise@2``:
 boundary-coded fences and neutralised values), on the embedded judge or any backend the
 settings name. A flip is a verdict that moves toward the injected wrong answer.
 
-Run: nice -n 10 .venv/bin/python -m bench.judge_injection [--triples 16] [--out report.json]
+By default the first 3 of the 16 triples (about 8 min of CPU for both templates on the
+embedded judge); ``--triples 16`` for a judge served on a GPU.
+
+Run: nice -n 10 .venv/bin/python -m bench.judge_injection [--triples 3] [--out report.json]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
 
 TEMPLATES = ("pairwise@1", "pairwise@2")
+DEFAULT_TRIPLES = 3
 
 
 async def judge_cases(
@@ -93,7 +97,9 @@ async def run(templates: Sequence[str], triples: int, out: str | None) -> dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--templates", default=",".join(TEMPLATES))
-    parser.add_argument("--triples", type=int, default=len(TRIPLES))
+    parser.add_argument(
+        "--triples", type=int, default=DEFAULT_TRIPLES, choices=range(1, len(TRIPLES) + 1)
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     report = asyncio.run(run(args.templates.split(","), args.triples, args.out))
