@@ -49,6 +49,13 @@ def service_on(recording: Recording) -> JudgeService:
     return JudgeService(settings, CachedJudge(recording, MemoryCache()))  # type: ignore[arg-type]
 
 
+def common_head(texts: list[str]) -> str:
+    """The longest start every text shares, character by character."""
+    shortest = min(map(len, texts))
+    end = next((i for i in range(shortest) if len({t[i] for t in texts}) > 1), shortest)
+    return texts[0][:end]
+
+
 def im_starts(backend: LocalBackend, request: ChoiceRequest) -> int:
     runtime = backend.worker.model
     assert runtime is not None
@@ -86,6 +93,10 @@ async def test_harness_subset_on_the_real_judge_keeps_the_fences(backend: LocalB
         assert "<|im_start|>" not in user and "Verdict: [[" not in user
         # the model sees exactly the chat template's role headers: system, user, assistant
         assert im_starts(backend, request) == 3
+    # one code per question: every prompt shares the head up to the question's closing fence,
+    # which the local backend runs once (shared-prefix reuse keeps working)
+    head = common_head([r.messages[-1]["content"] for r in recording.requests])
+    assert f"<</question {code}>>\n\nResponse " in head
 
 
 async def test_without_the_defence_a_role_header_reaches_the_model(backend: LocalBackend) -> None:
