@@ -11,6 +11,12 @@ inside the blocks. When rendering, any fence tag that appears inside a value is 
 (``</response_a>`` becomes ``[/response_a]``), so a completion cannot close its block
 and speak to the judge directly.
 
+Templates with ``boundary = true`` (version 2 of the pairwise and scale templates) go further
+(issue 9, :mod:`judges.fencing`): their fences carry a secret boundary code
+(``<<response_a $boundary>>``), every value is neutralised (fence-like tags, chat role headers,
+the code), and the values named in ``untrusted`` (the responses) have their fake verdict and
+role lines flagged.
+
 Example::
 
     template = load_template("pairwise@1")
@@ -30,8 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from judges.backends.base import ChatMessage, ChoiceRequest, GenerateRequest
+from judges.fencing import boundary_code, neutralise, process_secret, slot_labels
 
 TemplateKind = Literal["choice", "generate"]
+BOUNDARY: Final = "boundary"
+"""The placeholder a ``boundary = true`` template's fences carry; filled by :meth:`render`."""
+LABELS: Final = ("label_a", "label_b")
+"""The placeholders of a ``labels = true`` template's slot letters (its candidates)."""
 GRADES: Final = "grades"
 """``choices = "grades"`` in a template file: the candidates are ``"1"`` .. ``str(k)``."""
 MIN_GRADES, MAX_GRADES = 2, 100
@@ -61,6 +72,7 @@ class RenderedPrompt:
     assistant_prefix: str = ""
     parser: str = ""
     verdict_prefix: str = ""
+    fence_code: str = ""
 
     def choice_request(self) -> ChoiceRequest:
         """A backend request that scores this prompt's candidates."""
@@ -115,6 +127,9 @@ class PromptTemplate:
     assistant_prefix: str = ""
     verdict_prefix: str = ""
     defaults: Mapping[str, str] = field(default_factory=dict)
+    boundary: bool = False
+    untrusted: tuple[str, ...] = ()
+    labels: bool = False
 
     @property
     def ref(self) -> str:
@@ -128,12 +143,20 @@ class PromptTemplate:
         names |= set(string.Template(self.user).get_identifiers())
         if self.choices == GRADES:
             names.add("k")
+        if self.boundary:
+            names.discard(BOUNDARY)
+        if self.labels:
+            names -= set(LABELS)
         return frozenset(names)
 
-    def render(self, **values: Any) -> RenderedPrompt:
+    def render(self, fence_code: str | None = None, /, **values: Any) -> RenderedPrompt:
         """Fill the placeholders; every variable without a default is required.
 
         Graded templates take ``k`` (an int from 2 to 100), which also sets the candidates.
+        A ``boundary`` template uses ``fence_code`` (positional) in its fences (default: the
+        code of this template and question under this process's secret, see
+        :mod:`judges.fencing`); a ``labels`` template names its two slots, and its candidates,
+        with two letters the code chooses.
         Raises :class:`TemplateError` for a missing, unknown or ill-typed value.
         """
         merged = {**self.defaults, **values}
@@ -144,7 +167,22 @@ class PromptTemplate:
                 f"{self.ref}: missing variables {missing}, unknown variables {unknown}"
             )
         candidates = self._candidates(merged)
-        text_values = {key: self._defuse(_as_text(key, value)) for key, value in merged.items()}
+        texts = {key: _as_text(key, value) for key, value in merged.items()}
+        code = ""
+        if self.boundary:
+            code = fence_code or boundary_code(
+                process_secret(), self.ref, texts.get("question", "")
+            )
+            text_values = {
+                key: neutralise(text, self.fences, code, untrusted=key in self.untrusted)
+                for key, text in texts.items()
+            }
+            text_values[BOUNDARY] = code
+            if self.labels:
+                candidates = slot_labels(code)
+                text_values.update(zip(LABELS, candidates, strict=True))
+        else:
+            text_values = {key: self._defuse(text) for key, text in texts.items()}
         messages: list[ChatMessage] = []
         if self.system:
             messages.append(
@@ -160,6 +198,7 @@ class PromptTemplate:
             self.assistant_prefix,
             self.parser,
             self.verdict_prefix,
+            code,
         )
 
     def _candidates(self, values: Mapping[str, Any]) -> tuple[str, ...]:
@@ -245,17 +284,31 @@ def parse_template(data: Mapping[str, Any], source: str = "<template>") -> Promp
             assistant_prefix=str(data.get("assistant_prefix", "")),
             verdict_prefix=str(data.get("verdict_prefix", "")),
             defaults={str(k): str(v) for k, v in data.get("defaults", {}).items()},
+            boundary=bool(data.get("boundary", False)),
+            untrusted=tuple(str(u) for u in data.get("untrusted", ())),
+            labels=bool(data.get("labels", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TemplateError(f"{source}: malformed template ({exc})") from exc
     if template.kind not in ("choice", "generate"):
         raise TemplateError(f"{source}: kind must be 'choice' or 'generate'")
     for tag in template.fences:
-        if f"<{tag}>" not in template.user or f"</{tag}>" not in template.user:
+        opening, closing = _fence_tags(tag, template.boundary)
+        if opening not in template.user or closing not in template.user:
             raise TemplateError(
-                f"{source}: fence <{tag}> ... </{tag}> missing from the user message"
+                f"{source}: fence {opening} ... {closing} missing from the user message"
             )
+    if template.labels and not (template.boundary and len(template.choices) == 2):
+        raise TemplateError(f"{source}: labels need boundary = true and two choices")
+    if not set(template.untrusted) <= set(template.fences):
+        raise TemplateError(f"{source}: untrusted values must be fenced")
     return template
+
+
+def _fence_tags(tag: str, boundary: bool) -> tuple[str, str]:
+    if boundary:
+        return f"<<{tag} ${BOUNDARY}>>", f"<</{tag} ${BOUNDARY}>>"
+    return f"<{tag}>", f"</{tag}>"
 
 
 def _as_text(key: str, value: Any) -> str:

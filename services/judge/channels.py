@@ -16,7 +16,7 @@ from services.core.channels import (
 )
 from services.core.validation import build_request, need_two
 from services.judge.schemas import GroupRequest, Mode, ScaleRequest
-from services.judge.service import DEFAULT_TEMPLATES, JudgeService
+from services.judge.service import DEFAULT_SCALE_TEMPLATE, DEFAULT_TEMPLATES, JudgeService
 
 
 class JudgePairwiseSpec(ChannelSpec):
@@ -58,11 +58,13 @@ class JudgeScaleSpec(ChannelSpec):
         return (1.0, float(self.k))
 
     def resolved(self) -> JudgeScaleSpec:
-        return self.model_copy(update={"template": _pinned(self.template or "scale@1", "choice")})
+        return self.model_copy(
+            update={"template": _pinned(self.template or DEFAULT_SCALE_TEMPLATE, "choice")}
+        )
 
 
 def _pinned(ref: str, kind: str) -> str:
-    """A template name pinned to its version (``scale`` -> ``scale@1``), of the right kind."""
+    """A template name pinned to its version (``scale`` -> ``scale@2``), of the right kind."""
     try:
         template = load_template(ref)
     except TemplateNotFoundError as exc:

@@ -36,7 +36,7 @@ class JudgeOptions(StrictModel):
     )
     swap: bool = Field(default=True, description="judge both orders (position-bias control)")
     template: TemplateRef | None = Field(
-        default=None, description="template name@version (default pairwise@1 / pairwise_json@1)"
+        default=None, description="template name@version (default pairwise@2 / pairwise_json@2)"
     )
     tie_margin: float = Field(
         default=0.0, ge=0, le=0.5, description="|p_a - 0.5| below this is a tie"
@@ -169,7 +169,7 @@ class ScaleRequest(RunTag):
     completions: Completions = Field(min_length=1)
     k: int = Field(default=10, ge=2, le=100)
     criteria: str | None = Field(default=None, max_length=4000)
-    template: TemplateRef | None = Field(default=None, description="default scale@1")
+    template: TemplateRef | None = Field(default=None, description="default scale@2")
     cache: bool = True
 
 

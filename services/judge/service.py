@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from judges.fencing import boundary_code, process_secret
 from judges.templates import (
     PromptTemplate,
     RenderedPrompt,
@@ -38,7 +39,8 @@ from services.judge.scoring import PairOutcome, score_group
 from services.judge.settings import JudgeSettings
 
 FAILED = ("error", "timeout", "invalid")
-DEFAULT_TEMPLATES = {"logprob": "pairwise@1", "generate": "pairwise_json@1"}
+DEFAULT_TEMPLATES = {"logprob": "pairwise@2", "generate": "pairwise_json@2"}
+DEFAULT_SCALE_TEMPLATE = "scale@2"
 
 
 def prompt_text(prompt: Prompt) -> str:
@@ -60,6 +62,10 @@ class JudgeService:
         self._settings = settings
         self._judge = judge
         self._scored_groups = scored_groups
+        secret = settings.fence_secret
+        self._fence_secret = (
+            secret.get_secret_value().encode() if secret is not None else process_secret()
+        )
 
     @property
     def cached_judge(self) -> CachedJudge:
@@ -116,7 +122,7 @@ class JudgeService:
 
     async def scale(self, request: ScaleRequest) -> ScaleResponse:
         """A 1..K grade distribution per completion (ready for /v1/ordinal/advantages)."""
-        ref = request.template or "scale@1"
+        ref = request.template or DEFAULT_SCALE_TEMPLATE
         template = _load(ref, "choice")
         if len(request.completions) > self._settings.max_group_size:
             raise InvalidInput(
@@ -125,9 +131,15 @@ class JudgeService:
                 param="completions",
             )
         question = prompt_text(request.prompt)
+        code = self.fence_code(template, question)
         requests = [
             _render(
-                template, question=question, response=c.text, k=request.k, criteria=request.criteria
+                template,
+                code,
+                question=question,
+                response=c.text,
+                k=request.k,
+                criteria=request.criteria,
             ).choice_request()
             for c in request.completions
         ]
@@ -162,12 +174,14 @@ class JudgeService:
         """Every pair in every order, sent to the backend as one batch."""
         plan: list[tuple[int, order_logic.Order]] = []
         prompts = []
+        code = self.fence_code(template, question)
         for index, (a, b) in enumerate(pairs):
             for order in ("ab", "ba") if options.swap else ("ab",):
                 first, second = (a, b) if order == "ab" else (b, a)
                 prompts.append(
                     _render(
                         template,
+                        code,
                         question=question,
                         response_a=first,
                         response_b=second,
@@ -302,6 +316,12 @@ class JudgeService:
                 param="completions",
             )
 
+    def fence_code(self, template: PromptTemplate, question: str) -> str | None:
+        """The boundary code of a request's prompts (None: the template has no boundary)."""
+        return (
+            boundary_code(self._fence_secret, template.ref, question) if template.boundary else None
+        )
+
     def template_for(self, options: JudgeOptions) -> PromptTemplate:
         ref = options.template or DEFAULT_TEMPLATES[options.mode]
         return _load(ref, "choice" if options.mode == "logprob" else "generate")
@@ -337,13 +357,15 @@ def _load(ref: str, kind: str) -> PromptTemplate:
     return template
 
 
-def _render(template: PromptTemplate, *, criteria: str | None, **values: object) -> RenderedPrompt:
+def _render(
+    template: PromptTemplate, code: str | None, *, criteria: str | None, **values: object
+) -> RenderedPrompt:
     if criteria is not None:
         if "criteria" not in template.variables:
             raise InvalidInput(f"template {template.ref} takes no criteria", param="criteria")
         values["criteria"] = criteria
     try:
-        return template.render(**values)
+        return template.render(code, **values)
     except TemplateError as exc:
         raise InvalidInput(str(exc), param="template") from None
 

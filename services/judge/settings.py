@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 
 class JudgeSettings(BaseModel):
@@ -41,3 +41,9 @@ class JudgeSettings(BaseModel):
     cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
     max_group_size: int = Field(default=32, ge=2)
     max_pairs: int = Field(default=256, ge=1)
+    fence_secret: SecretStr | None = Field(
+        default=None,
+        description="secret behind the boundary codes of the judge's fences (issue 9); unset: "
+        "a random one per process. Set the same value on replicas that share a Redis judge "
+        "cache, so that they render the same prompts and share its entries",
+    )

@@ -1,6 +1,6 @@
 """Generate mode under a JSON schema: the judge asks for ``{"analysis", "verdict"}``.
 
-Templates whose ``parser`` is ``"json"`` (``pairwise_json@1``, the generate-mode default)
+Templates whose ``parser`` is ``"json"`` (``pairwise_json@2``, the generate-mode default)
 are answered through :mod:`judges.generation` with :func:`verdict_schema`, so the backend
 enforces the shape while decoding (or, for a server that ignores the schema, the reply is
 validated and an invalid one is kept as an ``unparseable`` order with its text).

@@ -91,7 +91,7 @@ def resolve_spec(raw: Any, registry: ChannelRegistry) -> ResolvedSpec:
     """Like :func:`check_spec`, but raises ``InvalidInput`` (a 422) naming the first problem.
 
     Example: ``resolve_spec({"channels": {"judge_scale": {"k": 5}}}, registry)`` fills the
-    weight (1.0) and pins the template (``scale@1``).
+    weight (1.0) and pins the template (``scale@2``).
     """
     spec, errors = check_spec(raw, registry)
     if spec is None:

@@ -17,7 +17,12 @@ from judges.backends.base import ChoiceRequest, GenerateRequest
 from judges.backends.scripted import ScriptedBackend as LibraryScriptedBackend
 from judges.backends.scripted import ScriptedFailure
 
-_SLOT = re.compile(r"<response_a>\n(.*?)\n</response_a>.*?<response_b>\n(.*?)\n</response_b>", re.S)
+# Both fence styles: <response_a> (version 1 templates) and <<response_a CODE>> (version 2).
+_SLOT = re.compile(
+    r"<{1,2}response_a(?: \w+)?>{1,2}\n(.*?)\n<{1,2}/response_a"
+    r".*?<{1,2}response_b(?: \w+)?>{1,2}\n(.*?)\n<{1,2}/response_b",
+    re.S,
+)
 
 
 class ScriptedBackend(LibraryScriptedBackend):
@@ -49,7 +54,7 @@ class ScriptedBackend(LibraryScriptedBackend):
     def _choose_script(self, request: ChoiceRequest) -> list[float]:
         text = "\n".join(m["content"] for m in request.messages)
         self._check(text)
-        if list(request.candidates) == ["A", "B"]:
+        if len(request.candidates) == 2 and request.candidates[0] != "1":  # A/B or slot labels
             p = self._p_first(text)
             return [math.log(p), math.log(1 - p)]
         level = 4 if "GOOD" in text else 2

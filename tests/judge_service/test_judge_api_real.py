@@ -68,7 +68,7 @@ async def test_generate_mode_on_the_real_model(client: httpx.AsyncClient) -> Non
         "max_new_tokens": 48,
     }
     data = (await client.post("/v1/judge/pairwise", json=body)).json()
-    assert data["status"] == "ok" and data["judge"]["template"] == "pairwise_json@1", data
+    assert data["status"] == "ok" and data["judge"]["template"] == "pairwise_json@2", data
     assert all(o["reply"] for o in data["orders"]), "the generated replies are returned"
     assert {o["verdict_source"] for o in data["orders"]} == {"structured"}, "no fallback needed"
     assert all(json.loads(o["reply"])["verdict"] in ("A", "B", "tie") for o in data["orders"])

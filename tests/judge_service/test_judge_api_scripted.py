@@ -46,7 +46,7 @@ async def test_pairwise_swap_in_one_batched_call(
     assert data["judge"] == {
         "backend": "scripted",
         "model": "scripted-judge",
-        "template": "pairwise@1",
+        "template": "pairwise@2",
         "mode": "logprob",
         "sampling": {"temperature": 0.0},
     }
@@ -124,7 +124,7 @@ async def test_generate_mode_asks_for_a_json_verdict(
 ) -> None:
     body = {"prompt": "Q", "response_a": "meh", "response_b": "GOOD", "mode": "generate"}
     data = (await judge_client.post("/v1/judge/pairwise", json=body)).json()
-    assert data["winner"] == "b" and data["judge"]["template"] == "pairwise_json@1"
+    assert data["winner"] == "b" and data["judge"]["template"] == "pairwise_json@2"
     assert json.loads(data["orders"][0]["reply"])["verdict"] == "B"
     assert {o["verdict_source"] for o in data["orders"]} == {"structured"}
     assert data["judge"]["sampling"]["structured"] == 1

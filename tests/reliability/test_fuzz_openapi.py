@@ -41,6 +41,21 @@ def fuzz_schema(settings: Settings) -> Iterator[Any]:
     asgi.shutdown_lifespans()
 
 
+#: 503s that are a state of the server, not a fault: KARMA before any model was trained (the
+#: fuzzed app has none). Documented, with Retry-After; every other 5xx fails the test.
+DESIGNED_503 = {"model_not_trained"}
+
+
+def _designed_unavailable(response: Any) -> bool:
+    if response.status_code != 503 or "retry-after" not in response.headers:
+        return False
+    try:
+        error_type = response.json()["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return error_type in DESIGNED_503
+
+
 def _fuzz(operation: Any, mode: GenerationMode) -> str | None:
     """The first failure schemathesis finds on ``operation`` (None: none).
 
@@ -57,9 +72,10 @@ def _fuzz(operation: Any, mode: GenerationMode) -> str | None:
         suppress_health_check=list(HealthCheck),
     )
     def run(case: schemathesis.Case) -> None:
-        case.call_and_validate(
-            headers={"Authorization": f"Bearer {KEY}"}, excluded_checks=[SEMANTIC_CHECK]
-        )
+        response = case.call(headers={"Authorization": f"Bearer {KEY}"})
+        if _designed_unavailable(response):
+            return
+        case.validate_response(response, excluded_checks=[SEMANTIC_CHECK])
 
     try:
         run()

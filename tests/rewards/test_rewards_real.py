@@ -38,7 +38,7 @@ async def test_diversity_and_judge_scale_on_the_real_models(client: httpx.AsyncC
         assert sum(scale["detail"]["distribution"]) == pytest.approx(1.0)
         assert result["total"] == pytest.approx(scale["value"] + 0.5 * div["value"])
         assert math.isfinite(result["advantage"])
-        assert "SmolLM2" in scale["meta"]["model"] and scale["meta"]["template"] == "scale@1"
+        assert "SmolLM2" in scale["meta"]["model"] and scale["meta"]["template"] == "scale@2"
         assert "MiniLM" in div["meta"]["embedder"]
     assert sum(r["advantage"] for r in data["results"]) == pytest.approx(0.0, abs=1e-6)
     assert data["stats"]["ok"] == 4 and data["stats"]["std"] > 0

@@ -54,7 +54,7 @@ async def test_weighted_totals_match_the_composed_services(
         assert result["total"] == pytest.approx(2.0 * grade + 0.5 * div)
     first = data["results"][0]["channels"]
     assert first["judge_scale"]["meta"]["model"] == "scripted-judge"
-    assert first["judge_scale"]["meta"]["template"] == "scale@1"
+    assert first["judge_scale"]["meta"]["template"] == "scale@2"
     assert first["judge_scale"]["meta"]["k"] == 5
     assert first["judge_scale"]["detail"]["mode"] == 4
     assert first["diversity"]["meta"]["metric"] == "centroid"
@@ -92,7 +92,7 @@ async def test_pairwise_channel_uses_finish_reasons_and_ids(
     assert [r["total"] for r in data["results"]] == [3.0, -3.0, -3.0, -3.0]
     assert [r["id"] for r in data["results"]] == ["x", "c1", "c2", "c3"]
     meta = data["results"][0]["channels"]["judge_pairwise"]["meta"]
-    assert meta["template"] == "pairwise@1" and meta["scoring"] == "pprgde"
+    assert meta["template"] == "pairwise@2" and meta["scoring"] == "pprgde"
     assert meta["mode"] == "logprob" and meta["model"] == "scripted-judge"
 
 

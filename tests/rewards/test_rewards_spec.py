@@ -91,7 +91,7 @@ async def test_validate_returns_the_resolved_spec(rewards_client: httpx.AsyncCli
                 "scaling": "minmax",
                 "min_range": 1e-6,
             },
-            "judge_scale": {"weight": 1.0, "k": 5, "criteria": None, "template": "scale@1"},
+            "judge_scale": {"weight": 1.0, "k": 5, "criteria": None, "template": "scale@2"},
         },
         "advantage": "none",
     }

@@ -85,7 +85,7 @@ async def test_judge_generate_mode_yields_a_verdict_on_every_order(
                     "verdict_fallback": "none",
                 }
                 data = (await c.post("/v1/judge/pairwise", json=body)).json()
-                assert data["judge"]["template"] == "pairwise_json@1", data
+                assert data["judge"]["template"] == "pairwise_json@2", data
                 for order in data["orders"]:
                     assert order["status"] == "ok", order
                     assert order["verdict_source"] == "structured"
