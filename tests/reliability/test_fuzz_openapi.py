@@ -8,6 +8,7 @@ schema.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,9 +34,17 @@ SEMANTIC_CHECK = checks.positive_data_acceptance
 
 
 @pytest.fixture
-def fuzz_schema(settings: Settings) -> Iterator[Any]:
-    """The app on both set-ups (SQLite; Postgres and Redis), started once by schemathesis."""
-    active = settings.with_overrides(api_keys={KEY: ["admin", "reward"]})
+def fuzz_schema(settings: Settings, tmp_path: Path) -> Iterator[Any]:
+    """The app on both set-ups (SQLite; Postgres and Redis), started once by schemathesis.
+
+    KARMA's training data folder is empty here, so a fuzzed ``POST /v1/karma/train`` is
+    checked (a 422 for data it cannot use) without training real models for minutes.
+    """
+    active = settings.with_overrides(
+        api_keys={KEY: ["admin", "reward"]},
+        karma_data_dir=tmp_path / "no-karma-data",
+        karma_models_dir=tmp_path / "karma-models",
+    )
     app = create_app(active, embedder=load_embedder("bundled"), judge_backend=ScriptedBackend())
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     asgi.shutdown_lifespans()
