@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from services.core.auth import key_owner
 from services.core.jobs.settings import JobsSettings
@@ -37,6 +38,9 @@ KEYS = {
 }
 ALICE, BOB, ROOT = (key_owner(k) for k in ("alice-key", "bob-key", "root-key"))
 FAST_JOBS = {"heartbeat_s": 0.2, "lease_s": 2.0, "concurrency": 1, "sweep_interval_s": 60.0}
+#: One judge fence secret for the test process and every worker it starts, so a worker renders
+#: the same judge prompts (same boundary codes) as the test does (issue 9's fences).
+FENCE_SECRET = "jobs-tests-fence-secret"
 FINISHED = ("succeeded", "failed", "cancelled")
 PLAUDIT = Path(sys.executable).with_name("plaudit")
 
@@ -47,6 +51,7 @@ def jobs_env(settings: Settings, **extra: str) -> dict[str, str]:
     env.update(
         OMP_NUM_THREADS="1",  # torch threads of several processes on few cores wait on each other
         PLAUDIT_DATA_DIR=str(settings.data_dir),
+        PLAUDIT_JUDGE_FENCE_SECRET=FENCE_SECRET,
         PLAUDIT_LOG_LEVEL="INFO",
         **{f"PLAUDIT_JOBS_{k.upper()}": str(v) for k, v in FAST_JOBS.items()},
     )
@@ -122,12 +127,17 @@ def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Runner:
     jobs = JobsSettings(**FAST_JOBS)  # type: ignore[arg-type]
     if request.param == "inprocess":
         base: Settings = request.getfixturevalue("embedded_settings")
-        return Runner("inprocess", base.model_copy(update={"api_keys": KEYS, "jobs": jobs}))
+        update = {"api_keys": KEYS, "jobs": jobs, "judge": _fenced(base)}
+        return Runner("inprocess", base.model_copy(update=update))
     require_services()
     base = request.getfixturevalue("deployed_settings")
     worker = request.getfixturevalue("arq_worker_process")
-    settings = base.model_copy(update={"api_keys": KEYS, "jobs": jobs})
+    settings = base.model_copy(update={"api_keys": KEYS, "jobs": jobs, "judge": _fenced(base)})
     return Runner("arq", settings, worker)
+
+
+def _fenced(settings: Settings) -> Any:
+    return settings.judge.model_copy(update={"fence_secret": SecretStr(FENCE_SECRET)})
 
 
 def with_jobs(settings: Settings, **changes: Any) -> Settings:

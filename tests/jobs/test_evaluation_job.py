@@ -65,7 +65,7 @@ async def test_the_evaluation_job_measures_the_serving_judge(
     assert report["config"]["model"] == judge_backend.info.model_id
     # The same report as the evaluation run here on the same judge (the CLI's own path).
     request = EvaluationRequest(**body)
-    service = JudgeService(runner.settings, CachedJudge(judge_backend, MemoryCache()))
+    service = JudgeService(runner.settings.judge, CachedJudge(judge_backend, MemoryCache()))
     here = await run_evaluation(
         service,
         request,
