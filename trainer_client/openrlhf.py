@@ -36,7 +36,6 @@ normalization, a 0 would be a wrong reward), so a completion Plaudit could not s
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,6 +49,7 @@ from trainer_client._groups import (
     scatter,
 )
 from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
+from trainer_client._wire import strip_end_markers, unit_interval
 from trainer_client.errors import PlauditError
 
 __all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics"]
@@ -58,19 +58,6 @@ __all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics
 ENV_LABEL_COLUMN = "PLAUDIT_LABEL_COLUMN"
 #: Declares that this OpenRLHF passes every sample of a prompt in one call.
 ENV_WHOLE_GROUPS = "PLAUDIT_OPENRLHF_WHOLE_GROUPS"
-#: End-of-turn and padding tokens a decoded query may end with; the same list as the server's
-#: ``services/protocols/scoring.py`` (tests/client checks that they agree).
-END_MARKERS = (
-    "<|im_end|>",
-    "<|endoftext|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<eos>",
-    "</s>",
-    "<pad>",
-)
 
 _scorer = EnvScorer()
 
@@ -176,15 +163,6 @@ def unit_scores(rewards: BatchRewards, verdict: Mapping[str, Any]) -> list[float
     return out
 
 
-def _unit(value: float | None, bounds: Sequence[float] | None) -> float:
-    if value is None:
-        return 0.5
-    if bounds is None:
-        return 1.0 / (1.0 + math.exp(-value))
-    low, high = bounds
-    return min(1.0, max(0.0, (value - low) / (high - low)))
-
-
 def sample_metrics(
     groups: Sequence[Group], answers: Sequence[Scored], size: int
 ) -> dict[str, list[float]]:
@@ -219,6 +197,10 @@ def _label_column(labels: Sequence[Any] | None, size: int) -> dict[str, list[Any
     return {name: [None if v is None else str(v) for v in labels]}
 
 
+def _unit(value: float | None, bounds: Sequence[float] | None) -> float:
+    return 0.5 if value is None else unit_interval(value, bounds)
+
+
 def response_text(query: str, prompt: str) -> str:
     """The response part of an OpenRLHF query (the prompt followed by the response).
 
@@ -229,16 +211,3 @@ def response_text(query: str, prompt: str) -> str:
         return strip_end_markers(query[len(prompt) :])
     at = query.find(prompt) if prompt else -1
     return strip_end_markers(query[at + len(prompt) :] if at >= 0 else query)
-
-
-def strip_end_markers(text: str) -> str:
-    """``"Hello<|im_end|><|endoftext|>"`` -> ``"Hello"``: the judge grades the answer only."""
-    while True:
-        trimmed = text.rstrip()
-        for marker in END_MARKERS:
-            if trimmed.endswith(marker):
-                trimmed = trimmed[: -len(marker)]
-                break
-        if trimmed == text:
-            return text
-        text = trimmed

@@ -9,7 +9,6 @@ sample stays marked as failed (``failed``/``status``), so it is never a silent 0
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,20 +16,7 @@ from dataclasses import dataclass
 from services.core.channels import ChannelSpec
 from services.rewards.schemas import CompletionReward
 from services.rewards.spec import ResolvedSpec
-
-#: End-of-turn and padding tokens a decoded query may end with (OpenRLHF decodes with
-#: ``skip_special_tokens=False``); the judge should not see them as part of the response.
-END_MARKERS = (
-    "<|im_end|>",
-    "<|endoftext|>",
-    "<|eot_id|>",
-    "<|end_of_text|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<eos>",
-    "</s>",
-    "<pad>",
-)
+from trainer_client._wire import strip_end_markers, unit_interval
 
 #: Begin-of-text tokens a decoded query may start with before the (truncated) prompt.
 _BOS = re.compile(r"^(?:<s>|<bos>|<\|begin_of_text\|>|<\|startoftext\|>|\s)*")
@@ -101,19 +87,6 @@ def split_response(query: str, prompt: str) -> str | None:
     return strip_end_markers(rest)
 
 
-def strip_end_markers(text: str) -> str:
-    """``"Hello<|im_end|><|endoftext|>\\n"`` -> ``"Hello"``; leading text is left alone."""
-    while True:
-        trimmed = text.rstrip()
-        for marker in END_MARKERS:
-            if trimmed.endswith(marker):
-                trimmed = trimmed[: -len(marker)]
-                break
-        if trimmed == text:
-            return text
-        text = trimmed
-
-
 def unit_value(channel: ChannelSpec, value: float) -> float:
     """A channel value mapped onto [0, 1] by the channel's own range.
 
@@ -124,11 +97,7 @@ def unit_value(channel: ChannelSpec, value: float) -> float:
     >>> unit_value(JudgeScaleSpec(k=5), 3.0)
     0.5
     """
-    bounds = channel.value_range()
-    if bounds is None:
-        return 1.0 / (1.0 + math.exp(-value))
-    low, high = bounds
-    return min(1.0, max(0.0, (value - low) / (high - low)))
+    return unit_interval(value, channel.value_range())
 
 
 def midpoint(channel: ChannelSpec) -> float:

@@ -40,7 +40,6 @@ from services.protocols.scoring import (
     locate_response,
     lone_samples,
     settle_group,
-    strip_end_markers,
     unscored_group,
 )
 from services.protocols.settings import ProtocolsSettings
@@ -49,6 +48,7 @@ from services.protocols.templates import unwrap_prompt
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
 from services.rewards.spec import ResolvedSpec
+from trainer_client._wire import strip_end_markers
 
 log = logging.getLogger(__name__)
 
@@ -288,8 +288,7 @@ class ProtocolService:
         )
         pointwise = {n: c for n, c in key.spec.channels.items() if not c.needs_group}
         if not pointwise:
-            fill = unscored_group(key.spec, len(responses), GROUP_TOO_SMALL, fills=recent)
-            return fill
+            return unscored_group(key.spec, len(responses), GROUP_TOO_SMALL, fills=recent)
         own = ResolvedSpec(channels=pointwise, advantage="none")
         response = await self._rewards.group(self._request(key, own, responses))
         return lone_samples(key.spec, response.results, GROUP_TOO_SMALL, fills=recent)

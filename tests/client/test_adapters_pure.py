@@ -135,12 +135,10 @@ def _bad() -> dict[str, object]:
     return {"value": None, "status": "invalid", "error": "prompt too long", "meta": {}}
 
 
-def test_the_reward_file_strips_the_same_end_markers_as_the_server() -> None:
+def test_the_reward_file_strips_end_markers_as_the_server_does() -> None:
     import trainer_client.openrlhf as openrlhf
-    from services.protocols.scoring import END_MARKERS
+    from services.protocols.scoring import split_response
 
-    assert openrlhf.END_MARKERS == END_MARKERS
-    assert (
-        openrlhf.response_text("<|user|>Hi<|assistant|>Yo<|im_end|>\n", "<|user|>Hi<|assistant|>")
-        == "Yo"
-    )
+    prompt = "<|user|>Hi<|assistant|>"
+    query = prompt + "Yo<end_of_turn><|im_end|>\n"
+    assert openrlhf.response_text(query, prompt) == split_response(query, prompt) == "Yo"

@@ -11,13 +11,13 @@ from services.protocols.scoring import (
     GROUP_TOO_SMALL,
     settle_group,
     split_response,
-    strip_end_markers,
     unit_score,
     unit_value,
     unscored_group,
 )
 from services.rewards.schemas import ChannelResult, CompletionReward
 from tests.channels import resolve
+from trainer_client._wire import strip_end_markers
 
 CHATML = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
 
