@@ -125,8 +125,11 @@ async def rescore_run(
     new_hash: str | None = None
     for done, row in enumerate(rows, start=1):
         old = [r.get("total") for r in row.result.get("results", [])]
-        entry: dict[str, Any] = {"id": row.id, "step": row.step, "old_spec_hash": None}
-        entry["old_spec_hash"] = row.result.get("spec_hash")
+        entry: dict[str, Any] = {
+            "id": row.id,
+            "step": row.step,
+            "old_spec_hash": row.result.get("spec_hash"),
+        }
         if row.inputs is None:
             skipped += 1
             entry["status"] = "no_texts"
