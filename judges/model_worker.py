@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 M = TypeVar("M")
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: held while a model loads (see ModelWorker._load_one_at_a_time)
+_LOADING = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +195,7 @@ class ModelWorker(Generic[M, T, R]):
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
-            model = await loop.run_in_executor(self._executor, self._load_fn)
+            model = await loop.run_in_executor(self._executor, self._load_one_at_a_time)
         except Exception as exc:
             if not self._closed():
                 self._state, self._reason = "failed", f"{type(exc).__name__}: {exc}"
@@ -201,6 +205,14 @@ class ModelWorker(Generic[M, T, R]):
             return
         self._model, self._state = model, "ready"
         log.info("model %s loaded in %.1fs", self.name, time.monotonic() - started)
+
+    def _load_one_at_a_time(self) -> M:
+        """``load_fn`` while no other worker of this process loads: transformers resolves its
+        classes lazily, and two threads importing at once can fail with "cannot import name
+        'AutoModelForSequenceClassification'" (seen when a KARMA model and the judge loaded
+        together in a fresh process)."""
+        with _LOADING:
+            return self._load_fn()
 
     def _unavailable(self) -> ModelUnavailable:
         """The error for a request that cannot be served, naming the reason."""

@@ -1,11 +1,12 @@
 """``plaudit karma train`` and ``plaudit karma eval`` (torch is imported inside).
 
 ``plaudit karma train`` alone fine-tunes the bundled MiniLM on the shared reddit_karma data
-(``context_only``), evaluates it on the test split and saves it under
-``PLAUDIT_KARMA_MODELS_DIR``. With ``--server URL`` the same training runs on that server as a
-``karma.train`` job (admin key), this command follows its progress, and the model is stored
-there as a new version (serving at once when it is the name's first). ``plaudit karma eval
---model DIR --pairs FILE`` evaluates a trained model on any JSONL of pairs or scored replies
+(``context_only``), evaluates it on the test split, saves it under
+``PLAUDIT_KARMA_MODELS_DIR`` and stores it in this set-up's artifact store (serving at once when
+it is the name's first version; ``--no-store`` skips that). With ``--server URL`` the same
+training runs on that server as a ``karma.train`` job (admin key), this command follows its
+progress, and the model is stored there the same way. ``plaudit karma eval --model DIR
+--pairs FILE`` evaluates a trained model on any JSONL of pairs or scored replies
 (or ``reddit_karma``).
 """
 
@@ -67,10 +68,17 @@ def train(
         str | None, typer.Option(help="train on this server as a job and follow it (admin key)")
     ] = None,
     api_key: ApiKey = None,
-    name: Annotated[str, typer.Option(help="with --server: the stored model's name")] = "karma",
+    name: Annotated[str, typer.Option(help="the stored model's name")] = "karma",
     promote: Annotated[
-        bool, typer.Option(help="with --server: serve the new version even if another serves")
+        bool, typer.Option(help="serve the new version even if another serves")
     ] = False,
+    store: Annotated[
+        bool,
+        typer.Option(
+            help="in-process: also store the model in this set-up's artifact store (the one "
+            "'plaudit serve' reads), serving at once when it is the name's first version"
+        ),
+    ] = True,
 ) -> None:
     """Train a KARMA reward model (TRL RewardTrainer), evaluate it, save it."""
     from services.core.errors import InvalidInput
@@ -122,7 +130,48 @@ def train(
         f"trained in {training['train_seconds']:.0f} s ({training['steps']} steps); "
         f"saved to {result.path}"
     )
+    if store:
+        import asyncio
+
+        stored_name, version, serving = asyncio.run(
+            _store_locally(result.path, result.metrics, name=name, promote=promote)
+        )
+        state = "serving" if serving else "not serving: promote it to serve"
+        typer.echo(f"stored as {stored_name}@{version} ({state})")
     typer.echo(summary(result.metrics["evaluation"]))
+
+
+async def _store_locally(
+    folder: Path, metrics: dict[str, Any], *, name: str, promote: bool
+) -> tuple[str, int, bool]:
+    """Put an in-process run's model into this set-up's artifact store (the database and data
+    dir that ``plaudit serve`` uses), as the ``karma.train`` job does on a server. Returns the
+    name, the version and whether it serves."""
+    from services.core import db
+    from services.core.settings import get_settings
+    from services.core.store import ArtifactStore
+    from services.karma.service import KIND, version_metadata
+
+    settings = get_settings()
+    url = settings.resolved_database_url
+    if settings.auto_migrate:
+        await db.upgrade_async(url)
+    engine = db.make_engine(url)
+    try:
+        artifacts = ArtifactStore(db.make_sessionmaker(engine), settings.data_dir)
+        saved = await artifacts.put(
+            name,
+            KIND,
+            metrics,
+            metadata=version_metadata(metrics, None),
+            files=folder,
+            note="plaudit karma train (in-process)",
+            make_current=promote,
+        )
+    finally:
+        await engine.dispose()
+    version = saved.version
+    return version.name, version.version, version.current
 
 
 @karma_app.command("eval")

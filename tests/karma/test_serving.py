@@ -299,3 +299,34 @@ async def test_a_cancelled_training_stops_and_stores_nothing(
     job = await wait_for(root, job_id)
     assert job["state"] == "cancelled" and job["progress"]["done"] < 12, job
     assert (await root.get("/v1/karma/models?name=cancelled")).json()["total"] == 0
+
+
+async def test_a_with_metadata_model_reads_the_metadata_sent_over_http(
+    trained: dict[str, Any], as_key: Client
+) -> None:
+    """A ``with_metadata`` model trained as a job scores the same replies differently when the
+    request's metadata differs; the ``context_only`` model ignores metadata."""
+    root = as_key("root-key")
+    body = {**TINY, "variant": "with_metadata", "name": "karma-meta"}
+    response = await root.post("/v1/karma/train", json=body)
+    assert response.status_code == 202, response.text
+    job = await wait_for(root, response.json()["id"])
+    assert job["state"] == "succeeded", job["error"]
+    assert job["result"]["variant"] == "with_metadata"
+    near = {"subreddit": "GradSchool", "depth": 1, "age": "1h"}
+    far = {"subreddit": "AskReddit", "depth": 6, "age": "30d"}
+    scores: dict[tuple[str, str], list[float]] = {}
+    for model in ("karma-meta", "karma@1"):
+        for label, metadata in (("near", near), ("far", far)):
+            answer = await as_key("trainer-key").post(
+                "/v1/karma/score",
+                json={"context": CONTEXT, "replies": REPLIES, "metadata": metadata, "model": model},
+            )
+            assert answer.status_code == 200, answer.text
+            scores[model, label] = answer.json()["scores"]
+            expected = "with_metadata" if model == "karma-meta" else "context_only"
+            assert answer.json()["model"]["variant"] == expected
+    assert scores["karma@1", "near"] == pytest.approx(scores["karma@1", "far"], abs=1e-6)
+    near_scores, far_scores = scores["karma-meta", "near"], scores["karma-meta", "far"]
+    moved = [abs(a - b) for a, b in zip(near_scores, far_scores, strict=True)]
+    assert max(moved) > 1e-4, scores

@@ -91,3 +91,24 @@ def test_serving_deployments_have_readiness_probes_and_a_gpu_judge() -> None:
     assert serving and all("readinessProbe" in c for c in serving)
     gpus = [c["resources"]["limits"].get("nvidia.com/gpu") for c in serving]
     assert 1 in gpus, "a GPU vLLM judge"
+
+
+def test_api_and_worker_share_one_read_write_many_data_volume() -> None:
+    """A model a worker's job stored must be readable by every API replica: the data dir is one
+    ReadWriteMany claim mounted by both, never a per-pod emptyDir."""
+    docs = _documents()
+    claims = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    mounted: dict[str, str] = {}
+    for doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            if not container["image"].startswith("plaudit"):
+                continue
+            [data] = [m for m in container["volumeMounts"] if m["mountPath"] == "/data"]
+            [volume] = [v for v in pod["volumes"] if v["name"] == data["name"]]
+            mounted[doc["metadata"]["name"]] = volume["persistentVolumeClaim"]["claimName"]
+    assert len(mounted) >= 2 and len(set(mounted.values())) == 1, mounted
+    claim = claims[next(iter(mounted.values()))]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
