@@ -15,6 +15,7 @@ weight back the other way, within the last revisions (:func:`find_undo`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -25,6 +26,9 @@ from services.rubrics.schemas import Criterion, CriterionIn
 from services.rubrics.validation import normalized_text
 
 OpName = Literal["add", "remove", "reword", "reweight"]
+#: The fewest words of a criterion an edit may write ("Names the cause" has three).
+MIN_WORDS = 3
+_ID_LIKE = re.compile(r"^c?[0-9]+$", re.IGNORECASE)
 Similar = Callable[[str, str], float]
 
 
@@ -84,7 +88,7 @@ def check_operations(
         if reason is not None:
             out.append(Checked(op, False, reason))
             continue
-        target = _find(working, op.id)
+        target = None if op.op == "add" else _find(working, op.id)
         before = {} if target is None else {"text": target.text, "weight": target.weight}
         out.append(Checked(op, True, None, before))
         working = _applied(working, op)
@@ -112,8 +116,9 @@ def _refusal(
         required = [c for c in working if c.kind == "required" and c.id != op.id]
         return None if required else "the rubric needs at least one required criterion"
     if op.op == "reword":
-        if not op.text.strip():
-            return "reword needs a text"
+        bad_text = _text_refusal(op.text)
+        if bad_text is not None:
+            return bad_text
         if normalized_text(op.text) == normalized_text(target.text):
             return "the new text is the old one"
         return _duplicate(working, op.text, limits, similar, exclude=op.id)
@@ -124,11 +129,24 @@ def _refusal(
     return None
 
 
+def _text_refusal(text: str) -> str | None:
+    """A criterion must read as a statement: at least MIN_WORDS words, not an id."""
+    words = text.split()
+    if not words:
+        return "needs a text"
+    if _ID_LIKE.match(text.strip()) or len(words) < MIN_WORDS:
+        return f"the text {text.strip()[:40]!r} is not a criterion (at least {MIN_WORDS} words)"
+    return None
+
+
 def _add_refusal(
     working: Sequence[Criterion], op: EditOperation, limits: Limits, similar: Similar
 ) -> str | None:
-    if not op.text.strip():
-        return "add needs a text"
+    if op.id and _find(working, op.id) is not None:
+        return f"add names the existing {op.id} (reword or reweight it instead)"
+    bad_text = _text_refusal(op.text)
+    if bad_text is not None:
+        return bad_text
     if len(working) + 1 > limits.max_criteria:
         return f"the rubric would exceed {limits.max_criteria} criteria"
     weight = op.weight or 1.0

@@ -34,7 +34,7 @@ class TextEmbedder(Protocol):
 
 
 #: Queue a revision of (run_id, rubric_id) after ``step``.
-Revise = Callable[[str, str, int], Awaitable[None]]
+Revise = Callable[[str, str, int], Awaitable[Any]]
 
 
 class Recorder:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import distinct, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -172,8 +172,10 @@ class MemoryRepository:
 
     async def open_steps(self, run_id: str, rubric_id: str, after: int | None) -> list[int]:
         """Steps with stored groups after ``after`` (not yet summarised), in order."""
-        query = select(distinct(MemoryRollout.step)).where(
-            MemoryRollout.run_id == run_id, MemoryRollout.rubric_id == rubric_id
+        query = (
+            select(MemoryRollout.step)
+            .distinct()
+            .where(MemoryRollout.run_id == run_id, MemoryRollout.rubric_id == rubric_id)
         )
         if after is not None:
             query = query.where(MemoryRollout.step > after)
