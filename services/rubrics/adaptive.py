@@ -90,4 +90,8 @@ def remember(
         verdicts=[{c.id: c.p for c in r.criteria} for r in response.results],
         owner=current_principal().owner,
     )
-    return sink.offer(group)
+    stamp = sink.offer(group)
+    stamp["aggregation"] = response.aggregation
+    if response.aggregation == "focal" and response.results:
+        stamp["weights"] = {c.id: c.weight for c in response.results[0].criteria}
+    return stamp
