@@ -67,9 +67,7 @@ def upgrade() -> None:
         _created(),
         sa.PrimaryKeyConstraint("id", name="pk_memory_records"),
     )
-    op.create_index(
-        "ix_memory_records_run_kind_step", "memory_records", ["run_id", "kind", "step"]
-    )
+    op.create_index("ix_memory_records_run_kind_step", "memory_records", ["run_id", "kind", "step"])
     op.create_index("ix_memory_records_rubric", "memory_records", ["rubric_id"])
     op.create_table(
         "memory_revisions",
@@ -90,9 +88,7 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_memory_revisions"),
     )
-    op.create_index(
-        "ix_memory_revisions_run_created", "memory_revisions", ["run_id", "created_at"]
-    )
+    op.create_index("ix_memory_revisions_run_created", "memory_revisions", ["run_id", "created_at"])
 
 
 def downgrade() -> None:
