@@ -4,15 +4,18 @@ background revision on vs off, in one run of one server; and the latency of each
 A fresh ``plaudit serve all`` (the embedded SmolLM2 judge scores, and writes the analyses and
 edits; the bundled MiniLM embeds). ``--trainers`` clients play trainers: each its own run,
 each step ``--groups-per-step`` groups of ``--group-size`` completions sent together, then the
-next step. Phases alternate (off, on, off, on, ...) for ``--phase-s`` seconds each, with fresh
-run ids per phase: *off* scores with ``adaptive: false`` (nothing goes to the memory), *on*
-with ``adaptive: true`` (groups are ingested, steps summarised, and a revision job runs every
-``PLAUDIT_MEMORY_REVISE_EVERY`` steps of each run). Throughput = scored groups per second of
-the phase; the ratio on/off is over the summed phases. After each *on* phase the script waits
-for the revisions it started (the trainers do not: that backlog is reported separately).
+next step. Phases follow ``--cycle`` (default off, memory, on), ``--rounds`` times, for
+``--phase-s`` seconds each, with fresh run ids per phase: *off* scores with ``adaptive: false``
+(nothing goes to the memory); *memory* with ``adaptive: true`` and each run paused as soon as
+the memory knows it (groups ingested and steps summarised, no revision); *on* with
+``adaptive: true`` (a revision job every ``PLAUDIT_MEMORY_REVISE_EVERY`` steps of each run,
+the analyst and editor per ``--llm``). Throughput = scored groups per second of the phase,
+summed over the phases of a mode; each mode's ratio to *off* is the figure. After each *on*
+phase the script waits for the revisions it started (the trainers do not: that backlog, and
+each revision's latency from queued to finished, are reported separately).
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m bench.bench_memory_overhead \\
-        --phases 4 --phase-s 60 --out memory_overhead.json
+        --llm local --rounds 2 --phase-s 60 --out memory_overhead.json
 """
 
 from __future__ import annotations
@@ -85,31 +88,46 @@ async def trainer(
 
 
 async def phase(
-    base: str, rubric_id: str, adaptive: bool, index: int, args: argparse.Namespace
+    base: str, rubric_id: str, mode: str, index: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    tag = f"{'on' if adaptive else 'off'}-{index}-{int(time.time())}"
+    tag = f"{mode}-{index}-{int(time.time())}"
     runs = [f"bench-mem-{tag}-t{i}" for i in range(args.trainers)]
+    adaptive = mode != "off"
     async with httpx.AsyncClient(base_url=base, timeout=600) as client:
         began = time.perf_counter()
         deadline = began + args.phase_s
-        results = await asyncio.gather(
-            *(
-                trainer(client, run, rubric_id, adaptive, deadline, args, 1000 * index + i)
-                for i, run in enumerate(runs)
-            )
-        )
+        work = [
+            trainer(client, run, rubric_id, adaptive, deadline, args, 1000 * index + i)
+            for i, run in enumerate(runs)
+        ]
+        pausing = [pause_early(client, runs, deadline)] if mode == "memory" else []
+        results = (await asyncio.gather(*work, *pausing))[: len(runs)]
         elapsed = time.perf_counter() - began
         out: dict[str, Any] = {
-            "mode": "on" if adaptive else "off",
+            "mode": mode,
             "seconds": round(elapsed, 1),
             "groups": sum(r[0] for r in results),
             "failed": sum(r[1] for r in results),
         }
         out["groups_per_s"] = round(out["groups"] / elapsed, 3)
-        if adaptive:
+        if mode == "on":
             out.update(await settle(client, runs))
     print(json.dumps(out), flush=True)
     return out
+
+
+async def pause_early(
+    client: httpx.AsyncClient, runs: list[str], deadline: float
+) -> tuple[int, int]:
+    """The *memory* phase: pause each run as soon as the memory knows it (before its first
+    revision is due), so groups are ingested and steps summarised but nothing is revised."""
+    waiting = set(runs)
+    while waiting and time.perf_counter() < deadline:
+        for run in sorted(waiting):
+            if (await client.post(f"/v1/memory/runs/{run}/pause")).status_code == 200:
+                waiting.discard(run)
+        await asyncio.sleep(0.5)
+    return 0, 0
 
 
 async def settle(client: httpx.AsyncClient, runs: list[str]) -> dict[str, Any]:
@@ -149,7 +167,9 @@ def main() -> None:
     parser.add_argument("--trainers", type=int, default=8)
     parser.add_argument("--groups-per-step", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--phases", type=int, default=4, help="off/on phases in all (even)")
+    parser.add_argument("--cycle", default="off,memory,on", help="phase modes, in order")
+    parser.add_argument("--rounds", type=int, default=2, help="times the cycle runs")
+    parser.add_argument("--llm", default="local", help="PLAUDIT_MEMORY_LLM: judge or local")
     parser.add_argument("--phase-s", type=float, default=60.0)
     parser.add_argument("--revise-every", type=int, default=3)
     parser.add_argument("--out", default=None)
@@ -157,28 +177,26 @@ def main() -> None:
     cache = Path.home() / ".cache" / "plaudit-test" / "models"
     env = {
         "PLAUDIT_MEMORY_REVISE_EVERY": str(args.revise_every),
+        "PLAUDIT_MEMORY_LLM": args.llm,
         "PLAUDIT_MODEL_CACHE_DIR": os.environ.get("PLAUDIT_MODEL_CACHE_DIR", str(cache)),
     }
     with plaudit_server("all", env) as base:
         created = httpx.post(f"{base}/v1/rubrics", json=RUBRIC, timeout=60)
         created.raise_for_status()
         rubric_id = created.json()["id"]
-        phases = [
-            asyncio.run(phase(base, rubric_id, i % 2 == 1, i, args)) for i in range(args.phases)
-        ]
-    off = [p for p in phases if p["mode"] == "off"]
-    on = [p for p in phases if p["mode"] == "on"]
-    rate = {
-        name: sum(p["groups"] for p in ps) / sum(p["seconds"] for p in ps)
-        for name, ps in (("off", off), ("on", on))
-    }
+        modes = args.cycle.split(",") * args.rounds
+        phases = [asyncio.run(phase(base, rubric_id, m, i, args)) for i, m in enumerate(modes)]
+    rate = {}
+    for name in dict.fromkeys(modes):
+        ps = [p for p in phases if p["mode"] == name]
+        rate[name] = sum(p["groups"] for p in ps) / sum(p["seconds"] for p in ps)
     report = {
         "machine": machine(),
         "args": vars(args),
         "phases": phases,
         "groups_per_s": {k: round(v, 3) for k, v in rate.items()},
-        "throughput_ratio_on_off": round(rate["on"] / rate["off"], 3),
-        "overhead_pct": round(100 * (1 - rate["on"] / rate["off"]), 1),
+        "ratio_to_off": {k: round(v / rate["off"], 3) for k, v in rate.items()},
+        "overhead_pct": {k: round(100 * (1 - v / rate["off"]), 1) for k, v in rate.items()},
     }
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))

@@ -3,7 +3,9 @@
 
 It feeds on the rubric service's adaptive channels (it sets ``RubricsService.adaptive_sink``)
 and registers the ``memory.revise`` job. The analyst and editor are the judge's model unless
-``PLAUDIT_MEMORY_LLM=openai`` points them at an OpenAI-compatible server.
+``PLAUDIT_MEMORY_LLM=local`` gives them their own instance of it (a long generation then never
+holds up scoring on the judge's worker thread) or ``PLAUDIT_MEMORY_LLM=openai`` points them at
+an OpenAI-compatible server.
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
     if settings.llm == "judge":
         cached = judge.cached_judge
         return lambda requests: cached.generate(requests)
+    if settings.llm == "local":
+        from services.judge.backend_factory import make_backend
+
+        own = make_backend(resources.settings, on_batch=resources.metrics.observe_batch)
+        resources.manage("memory_llm", own)
+        return own.generate
     from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 
     if not settings.llm_base_url:

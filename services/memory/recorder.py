@@ -54,6 +54,7 @@ class Recorder:
         self._stamps = stamps
         self._revise = revise
         self._last: dict[tuple[str, str], int | None] = {}
+        self._asked: set[tuple[str, int]] = set()
 
     async def take(self, group: AdaptiveGroup, *, close: bool = False) -> None:
         """Store one scored group; close the steps before it (and its own with ``close``)."""
@@ -64,6 +65,7 @@ class Recorder:
             )
             self._last[key] = run.last_step
         await self._repo.add_rollouts([_rollout(group)])
+        await self._learn_version(group.rubric_id, group.rubric_version)
         last = self._last[key]
         if last is None or group.step > last:
             await self._repo.saw_step(group.run_id, group.rubric_id, group.step)
@@ -71,6 +73,16 @@ class Recorder:
             await self.close_steps(group.run_id, group.rubric_id, before=group.step)
         if close:
             await self.close_steps(group.run_id, group.rubric_id, before=group.step + 1)
+
+    async def _learn_version(self, rubric_id: str, version: int) -> None:
+        """Fill the stamps with a version another process's revision made (a worker's), so
+        later groups report its staleness; asked once per version."""
+        if (rubric_id, version) in self._asked or self._stamps.knows(rubric_id, version):
+            return
+        self._asked.add((rubric_id, version))
+        made = await self._repo.applied_revision(rubric_id, version)
+        if made is not None:
+            self._stamps.made_version(rubric_id, version, made.run_id, made.step)
 
     async def close_steps(self, run_id: str, rubric_id: str, *, before: int) -> None:
         run = await self._repo.run(run_id, rubric_id)

@@ -240,6 +240,16 @@ class MemoryRepository:
         async with reading(self._sessions) as session:
             return (await session.scalars(query.limit(1))).first()
 
+    async def applied_revision(self, rubric_id: str, version: int) -> MemoryRevision | None:
+        """The revision that made ``version`` of ``rubric_id``, if the memory made it."""
+        query = select(MemoryRevision).where(
+            MemoryRevision.rubric_id == rubric_id,
+            MemoryRevision.to_version == version,
+            MemoryRevision.state == "applied",
+        )
+        async with reading(self._sessions) as session:
+            return (await session.scalars(query.limit(1))).first()
+
     async def revisions(
         self,
         run_id: str,

@@ -46,10 +46,11 @@ class MemorySettings(BaseModel):
     hacking_corr_rise: float = Field(
         default=0.3, gt=0, le=2, description="reward-length correlation rise that flags hacking"
     )
-    llm: Literal["judge", "openai"] = Field(
+    llm: Literal["judge", "local", "openai"] = Field(
         default="judge",
-        description="the analyst and editor: the judge's model (embedded SmolLM2 by default) or "
-        "an OpenAI-compatible server",
+        description="the analyst and editor: judge (the judge's own backend, shared with "
+        "scoring), local (a second instance of the judge's model in its own worker thread, so "
+        "a long generation never holds up scoring) or openai (an OpenAI-compatible server)",
     )
     llm_base_url: str | None = Field(default=None, description="openai: server URL (with /v1)")
     llm_model: str | None = Field(default=None, description="openai: the served model name")

@@ -36,6 +36,9 @@ class Stamps:
         self._evidence[(rubric_id, version)] = (run_id, step)
         self.saw_version(rubric_id, version)
 
+    def knows(self, rubric_id: str, version: int) -> bool:
+        return (rubric_id, version) in self._evidence
+
     def stamp(self, run_id: str, rubric_id: str, version: int, step: int) -> dict[str, Any]:
         self.saw_version(rubric_id, version)
         made = self._evidence.get((rubric_id, version))
