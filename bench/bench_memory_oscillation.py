@@ -4,7 +4,7 @@
 The replayed run is a fixed sequence of scored steps, ingested through
 ``POST /v1/memory/runs/{run}/steps/{step}`` (so no trainer and no scoring is needed): 4 groups
 of 4 completions per step, per-criterion verdicts drawn (seeded) from a schedule in which c2
-("Mentions ...") climbs to saturation, c3 swings between 90% and 15% from step to step (the
+("Mentions ...") climbs to saturation, c3 swings between 97% and 10% from step to step (the
 batch-only trap: each batch alone says "make it harder", then "make it easier"), the anchor c1
 stays high and the pitfall c4 steady. A revision runs after every step (``revise_every=1``),
 one at a time, each seeing the rubric the previous one left.
@@ -69,7 +69,7 @@ def schedule(step: int) -> dict[str, float]:
     return {
         "c1": 0.9,
         "c2": min(1.0, 0.4 + 0.15 * step),
-        "c3": 0.9 if step % 2 else 0.15,
+        "c3": 0.97 if step % 2 else 0.1,
         "c4": 0.7,
     }
 
@@ -85,12 +85,8 @@ def replay_step(step: int, rng: random.Random) -> dict[str, Any]:
         texts, rewards, verdicts = [], [], []
         for _ in range(4):
             passes = {c.id: rng.random() < rates[c.id] for c in criteria}
-            p_met = {
-                c.id: (0.9 if passes[c.id] else 0.1)
-                if c.kind == "required"
-                else (0.1 if passes[c.id] else 0.9)
-                for c in criteria
-            }
+            # Hard verdicts, as generate mode gives them: P(met) 1 or 0.
+            p_met = {c.id: float(passes[c.id] == (c.kind == "required")) for c in criteria}
             weights = [c.weight for c in criteria]
             rewards.append(
                 aggregate.signed_reward(
@@ -263,6 +259,7 @@ def count_undos(revisions: list[dict[str, Any]], table: dict[str, list[float]]) 
                 )
         window.append(mine)
     return {
+        "held_reasons": [r["reason"] for r in revisions if r["state"] == "held"],
         "revisions": len(revisions),
         "states": states,
         "applied_edits": edits,

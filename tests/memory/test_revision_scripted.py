@@ -144,3 +144,38 @@ async def test_a_full_queue_drops_and_counts_without_failing_scoring(
         release.set()
         await memory.drained()
         assert len(handled) == 2
+
+
+async def test_trainers_that_score_elsewhere_post_their_steps(memory_app: Make) -> None:
+    app = await memory_app(llm=ScriptedLLM(EDITS), memory_revise_every=100)
+    async with client(app, TRAINER) as trainer, client(app, ADMIN) as admin:
+        rubric_id = await create_rubric(trainer)
+        group = {
+            "prompt": "Why does water boil sooner up a mountain?",
+            "completions": ["Lower air pressure.", "It is colder.", "Pressure drops, so it boils."],
+            "rewards": [1.0, -0.5, 0.8],
+            "verdicts": [
+                {"c1": 0.9, "c2": 0.2, "c3": 0.1},
+                {"c1": 0.1, "c2": 0.3, "c3": 0.9},
+                {"c1": 0.8, "c2": None, "c3": 0.2},
+            ],
+        }
+        body = {"rubric_id": f"{rubric_id}@1", "groups": [group, group], "close": True}
+        answer = await trainer.post("/v1/memory/runs/elsewhere/steps/7", json=body)
+        assert answer.status_code == 202, answer.text
+        assert answer.json() == {"run_id": "elsewhere", "step": 7, "accepted": 2, "dropped": 0}
+        await settle(app, admin, "elsewhere")
+        [summary] = (await admin.get("/v1/memory/runs/elsewhere/steps")).json()["items"]
+        stats = summary["stats"]
+        assert (summary["step"], stats["groups"], stats["completions"]) == (7, 2, 6)
+        assert stats["reward_mean"] == pytest.approx(1.3 / 3)
+        assert stats["pass_rates"]["c1"] == pytest.approx(1.8 / 3)
+        assert stats["pass_rates"]["c2"] == pytest.approx(0.25)
+        assert stats["pass_rates"]["c3"] == pytest.approx((0.9 + 0.1 + 0.8) / 3)
+        assert stats["non_separating"] == ["c2"] and stats["saturated"] == []
+        bad = {**body, "groups": [{**group, "rewards": [1.0]}]}
+        assert (
+            await trainer.post("/v1/memory/runs/elsewhere/steps/8", json=bad)
+        ).status_code == 422
+        unknown = {**body, "rubric_id": "rb_00"}
+        assert (await trainer.post("/v1/memory/runs/x/steps/1", json=unknown)).status_code == 422
