@@ -24,30 +24,28 @@ from judges.generation import GenerateFn
 from services.core.context import OPEN, principal_var
 from services.core.errors import Conflict
 from services.core.jobs.context import JobContext
-from services.core.models import MemoryRecordRow, MemoryRevision, MemoryRollout, utcnow
+from services.core.models import MemoryRecordRow, MemoryRevision, utcnow
 from services.memory import guard, llm
 from services.memory import retrieval as rt
 from services.memory.operations import (
     Checked,
     Limits,
-    PastOperation,
     Similar,
     apply_operations,
     check_operations,
     find_undo,
 )
+from services.memory.oscillation import OscillationEvidence
 from services.memory.recorder import TextEmbedder
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps
+from services.memory.texts import analysis_text, describe, name_new_ids, sample_rollouts
 from services.memory.views import candidate
 from services.rubrics.schemas import (
     Criterion,
-    RubricContent,
     RubricOut,
-    RubricRef,
     RubricUpdate,
-    ScoreOptions,
 )
 from services.rubrics.service import RubricsService
 
@@ -72,6 +70,7 @@ class Reviser:
         self._embedder = embedder
         self._stamps = stamps
         self._call = call
+        self._evidence = OscillationEvidence(settings, repository, rubrics)
 
     async def job(self, ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
         """The ``memory.revise`` job: ``{"revision_id": "rv_..."}``."""
@@ -263,7 +262,7 @@ class Reviser:
         summary: MemoryRecordRow,
         detail: dict[str, Any],
     ) -> str | None:
-        past = await self._past_operations(revision)
+        past = await self._evidence.past_operations(revision)
         texts = [o.operation.text for o in accepted] + [str(p.before.get("text", "")) for p in past]
         similar = await self._similar([t for t in texts if t])
         undos = [
@@ -274,7 +273,7 @@ class Reviser:
         evidence = set(summary.data.get("saturated", [])) | set(
             summary.data.get("non_separating", [])
         )
-        flips = await self._flips(revision, criteria, accepted, evidence)
+        flips = await self._evidence.flips(revision, criteria, accepted, evidence)
         detail["undos"] = undos
         detail["flips"] = {
             "flipped": flips.flipped,
@@ -283,80 +282,6 @@ class Reviser:
             "evidence": sorted(evidence),
         }
         return guard.hold_reason(undos, flips, self._settings.max_flip_rate)
-
-    async def _past_operations(self, revision: MemoryRevision) -> list[PastOperation]:
-        window = self._settings.undo_window
-        if window == 0:
-            return []
-        applied, _ = await self._repo.revisions(
-            revision.run_id,
-            rubric_id=revision.rubric_id,
-            states=["applied"],
-            limit=window,
-            offset=0,
-        )
-        out: list[PastOperation] = []
-        for past in reversed(applied):  # oldest first
-            for op in past.operations:
-                if op.get("accepted"):
-                    out.append(
-                        PastOperation(
-                            revision=past.id,
-                            op=op["op"],
-                            id=str(op.get("made_id") or op.get("id") or ""),
-                            text=str(op.get("text") or ""),
-                            weight=float(op.get("weight") or 0.0),
-                            before=dict(op.get("before") or {}),
-                        )
-                    )
-        return out
-
-    async def _flips(
-        self,
-        revision: MemoryRevision,
-        criteria: Sequence[Criterion],
-        accepted: Sequence[Checked],
-        evidence: set[str],
-    ) -> guard.Flips:
-        """Re-judge the frozen rollouts on the reworded criteria, old text against new (the
-        only edits that can change an existing criterion's verdicts)."""
-        reworded = [
-            c for c in accepted if c.operation.op == "reword" and c.operation.id not in evidence
-        ]
-        frozen = await self._repo.first_rollouts(
-            revision.run_id, revision.rubric_id, self._settings.frozen_rollouts
-        )
-        if not reworded or not frozen:
-            return guard.Flips(0, 0, [])
-        by_id = {c.id: c for c in criteria}
-        old = [by_id[c.operation.id] for c in reworded]
-        new = [
-            o.model_copy(update={"text": c.operation.text.strip()})
-            for o, c in zip(old, reworded, strict=True)
-        ]
-        before = await self._judge(frozen, old)
-        after = await self._judge(frozen, new)
-        return guard.verdict_flips(before, after)
-
-    async def _judge(
-        self, frozen: Sequence[MemoryRollout], criteria: Sequence[Criterion]
-    ) -> list[dict[str, float | None]]:
-        content = RubricContent(criteria=list(criteria))
-        ref = RubricRef(id=None, version=None, name="memory guard")
-        options = ScoreOptions(mode="logprob")
-        out: list[dict[str, float | None]] = []
-        budget = self._settings.frozen_rollouts
-        for row in frozen:
-            texts = row.completions[: max(1, budget - len(out))]
-            if not texts:
-                break
-            scored = await self._rubrics.score_resolved(
-                ref, content, row.prompt, [_item(t) for t in texts], options
-            )
-            out.extend({c.id: c.p for c in r.criteria} for r in scored.results)
-            if len(out) >= budget:
-                break
-        return out
 
     async def _apply(
         self,
@@ -389,7 +314,7 @@ class Reviser:
                 "operations": operations,
                 "detail": detail,
             }
-        _name_new_ids(operations, rubric, saved)
+        name_new_ids(operations, rubric, saved)
         record = await self._update_record(
             revision, rubric.version, saved.version, operations, base
         )
@@ -445,67 +370,3 @@ class Reviser:
 async def _progress(ctx: JobContext | None, done: int, stage: str) -> None:
     if ctx is not None:
         await ctx.progress(done, 5, stage)
-
-
-def _item(text: str) -> Any:
-    from services.core.schemas import CompletionItem
-
-    return CompletionItem(text=text)
-
-
-def sample_rollouts(rows: Sequence[MemoryRollout], n: int) -> list[tuple[MemoryRollout, int]]:
-    """``n`` completions of the step for the analyst: alternately the best and the worst
-    rewarded (ties by order), so both what works and what fails are read."""
-    every = [(row, i) for row in rows for i, reward in enumerate(row.rewards) if reward is not None]
-    ranked = sorted(every, key=lambda p: (-p[0].rewards[p[1]], p[0].id, p[1]))
-    out: list[tuple[MemoryRollout, int]] = []
-    low, high = len(ranked) - 1, 0
-    while len(out) < min(n, len(ranked)):
-        if len(out) % 2 == 0:
-            out.append(ranked[high])
-            high += 1
-        else:
-            out.append(ranked[low])
-            low -= 1
-    return out
-
-
-def analysis_text(
-    rollout: llm.Rollout, analysis: llm.Analysis, criteria: Sequence[Criterion]
-) -> str:
-    """The stored text of an analysis: the facts, then what the analyst wrote (if usable)."""
-    met = [c.id for c in criteria if (p := rollout.verdicts.get(c.id)) is not None and p >= 0.5]
-    missed = [c.id for c in criteria if c.id not in met]
-    reward = "n/a" if rollout.reward is None else f"{rollout.reward:.3f}"
-    text = (
-        f"Reward {reward}, {len(rollout.answer)} characters; met {', '.join(met) or 'none'}; "
-        f"not met {', '.join(missed) or 'none'}."
-    )
-    if analysis.status == "ok":
-        text += f" Right: {analysis.went_right or '-'}. Wrong: {analysis.went_wrong or '-'}."
-        if analysis.hacking:
-            text += " Possible reward hacking."
-    else:
-        text += f" (analyst reply unusable: {analysis.status})"
-    return text
-
-
-def describe(op: dict[str, Any]) -> str:
-    name = op["op"]
-    cid = op.get("made_id") or op.get("id") or "?"
-    if name == "add":
-        return f"add {cid} '{op.get('text', '')}'"
-    if name == "remove":
-        return f"remove {cid} '{op.get('before', {}).get('text', '')}'"
-    if name == "reword":
-        return f"reword {cid} '{op.get('before', {}).get('text', '')}' -> '{op.get('text', '')}'"
-    return f"reweight {cid} {op.get('before', {}).get('weight')} -> {op.get('weight')}"
-
-
-def _name_new_ids(operations: list[dict[str, Any]], old: RubricOut, new: RubricOut) -> None:
-    """Give each accepted ``add`` the id the rubric service gave its criterion."""
-    known = {c.id for c in old.criteria}
-    fresh = iter(c.id for c in new.criteria if c.id not in known)
-    for op in operations:
-        if op["accepted"] and op["op"] == "add":
-            op["made_id"] = next(fresh, None)
