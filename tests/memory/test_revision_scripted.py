@@ -179,3 +179,35 @@ async def test_trainers_that_score_elsewhere_post_their_steps(memory_app: Make) 
         ).status_code == 422
         unknown = {**body, "rubric_id": "rb_00"}
         assert (await trainer.post("/v1/memory/runs/x/steps/1", json=unknown)).status_code == 422
+
+
+async def test_reward_hacking_is_flagged_on_the_run(memory_app: Make) -> None:
+    app = await memory_app(llm=ScriptedLLM(EDITS), memory_revise_every=100)
+
+    def step(lengths: list[int], rewards: list[float], c2: float) -> dict[str, Any]:
+        verdicts = [{"c1": 0.9, "c2": c2, "c3": 0.1} for _ in lengths]
+        group = {
+            "prompt": "Q?",
+            "completions": ["word " * n for n in lengths],
+            "rewards": rewards,
+            "verdicts": verdicts,
+        }
+        return {"groups": [group], "close": True}
+
+    async with client(app, TRAINER) as trainer, client(app, ADMIN) as admin:
+        rubric_id = await create_rubric(trainer)
+        shapes = [
+            ([10, 40, 20], [0.9, 0.1, 0.5], 0.4),  # longer is not better
+            ([30, 10, 20], [0.2, 0.8, 0.5], 0.6),
+            ([5, 20, 60], [0.1, 0.5, 0.9], 0.95),  # c2 ("Mentions ...") saturates, length pays
+        ]
+        for number, (lengths, rewards, c2) in enumerate(shapes, start=1):
+            body = {"rubric_id": rubric_id, **step(lengths, rewards, c2)}
+            answer = await trainer.post(f"/v1/memory/runs/hack/steps/{number}", json=body)
+            assert answer.status_code == 202
+            await settle(app, admin, "hack")
+            flags = (await admin.get("/v1/memory/runs/hack")).json()["flags"]
+            assert len(flags) == (1 if number == 3 else 0), flags
+        [flag] = flags
+        assert flag["kind"] == "reward_hacking" and flag["step"] == 3
+        assert "c2" in flag["detail"] and "correlation" in flag["detail"]
