@@ -14,6 +14,7 @@ from services.diversity.app import component as diversity_component
 from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
 from services.karma.app import component as karma_component
+from services.memory.app import component as memory_component
 from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
@@ -31,6 +32,7 @@ def components() -> list[Component]:
         karma_component(),
         rewards_component(),
         protocols_component(),
+        memory_component(),
         store_component(),
         jobs_component(),
         admin_component(),

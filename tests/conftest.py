@@ -36,6 +36,8 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TABLES = ("scored_groups", "idempotency_records", "jobs", "rubric_versions", "rubrics")
 #: The artifact store's tables, emptied after each Postgres test like the ones above.
 TABLES += ("artifact_events", "artifact_versions", "artifacts")
+#: The evaluation memory's tables (issue 12).
+TABLES += ("memory_runs", "memory_rollouts", "memory_records", "memory_revisions")
 
 
 async def _create_databases() -> None:

@@ -54,13 +54,16 @@ class ChannelSpec(StrictModel):
 @dataclass(frozen=True)
 class GroupInput:
     """What a channel sees of one rollout group. ``columns``: the dataset columns of the
-    group's prompt that the trainer sent along (e.g. ``{"rubric_id": "rb_...@2"}``)."""
+    group's prompt that the trainer sent along (e.g. ``{"rubric_id": "rb_...@2"}``);
+    ``run_id`` and ``step``: the request's, for channels that remember runs (adaptive rubrics)."""
 
     prompt: Prompt
     completions: list[Completion]
     finish_reasons: list[str | None] | None = None
     token_counts: list[int] | None = None
     columns: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    step: int | None = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ from services.core.reliability_settings import (
 from services.diversity.settings import DiversitySettings
 from services.judge.settings import JudgeSettings
 from services.karma.settings import KarmaSettings
+from services.memory.settings import MemorySettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
 from services.rubrics.settings import RubricsSettings
@@ -106,6 +107,8 @@ class Settings(BaseSettings):
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     karma: KarmaSettings = Field(default_factory=KarmaSettings)
+
+    memory: MemorySettings = Field(default_factory=MemorySettings)
 
     @field_validator("log_level")
     @classmethod

@@ -13,13 +13,20 @@ from services.core.resources import Resources
 from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
 from services.karma.app import component as karma_component
+from services.memory.app import component as memory_component
 from services.rewards.app import component as rewards_component
 
 
 def job_components() -> list[Component]:
     """The components that register job functions: jobs.probe, judge.evaluation,
-    karma.train, runs.rescore."""
-    return [jobs_component(), judge_component(), karma_component(), rewards_component()]
+    karma.train, runs.rescore, memory.revise."""
+    return [
+        jobs_component(),
+        judge_component(),
+        karma_component(),
+        rewards_component(),
+        memory_component(),
+    ]
 
 
 def build_job_services(resources: Resources) -> JobRegistry:

@@ -170,6 +170,8 @@ class RewardsService:
             finish_reasons=request.finish_reasons,
             token_counts=request.token_counts,
             columns=request.columns or {},
+            run_id=request.run_id,
+            step=request.step,
         )
         try:
             return await channel.run(spec, group)

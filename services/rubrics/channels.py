@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from services.core.channels import (
     Channel,
@@ -25,7 +25,8 @@ from services.core.channels import (
     GroupInput,
 )
 from services.core.errors import InvalidInput
-from services.rubrics import aggregate
+from services.judge.service import prompt_text
+from services.rubrics import adaptive, aggregate
 from services.rubrics.prompts import load_template
 from services.rubrics.schemas import (
     RUBRIC_REF,
@@ -52,6 +53,24 @@ class RubricSpec(ChannelSpec, ScoreOptions):
         description="the dataset column naming each row's rubric (it wins over rubric_id)",
     )
     cache: bool = True
+    adaptive: bool = Field(
+        default=False,
+        description="send scored groups of a run (run_id, step) to the evaluation memory, "
+        "which revises the rubric in the background; focal aggregation without pass_rates "
+        "then uses the memory's",
+    )
+
+    @model_validator(mode="after")
+    def _focal_needs_rates(self) -> RubricSpec:  # replaces ScoreOptions' check
+        if self.aggregation == "focal" and not self.pass_rates and not self.adaptive:
+            raise ValueError(
+                "aggregation 'focal' needs pass_rates (per criterion id), or adaptive: true "
+                "(the evaluation memory's pass rates)"
+            )
+        for cid, rate in (self.pass_rates or {}).items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"pass_rates[{cid}] must lie in [0, 1]")
+        return self
 
     def value_range(self) -> tuple[float, float] | None:
         # The signed reward lies in [-(pitfall weight / required weight), 1]: known only for
@@ -76,17 +95,22 @@ def rubric_channels(service: RubricsService) -> list[Channel]:
     """The ``rubric`` channel, run by ``service``."""
 
     async def run(spec: RubricSpec, group: GroupInput) -> ChannelOutcome:
-        options = ScoreOptions.model_validate(
-            spec.model_dump(include=set(ScoreOptions.model_fields))
-        )
         try:
             ref, rubric, from_spec = await _rubric_for(service, spec, group)
+            options = _options(spec, service, group, ref, rubric)
             response = await service.score_resolved(
                 ref, rubric, group.prompt, group.completions, options, use_cache=spec.cache
             )
         except InvalidInput as exc:
             raise _in_spec(exc) from None
-        return _outcome(response, rubric, from_spec)
+        outcome = _outcome(response, rubric, from_spec)
+        if spec.adaptive:
+            texts = [c.text for c in group.completions]
+            question = prompt_text(group.prompt)
+            outcome.meta["memory"] = adaptive.remember(
+                service.adaptive_sink, group.run_id, group.step, ref, question, texts, response
+            )
+        return outcome
 
     return [
         Channel(
@@ -96,6 +120,22 @@ def rubric_channels(service: RubricsService) -> list[Channel]:
             "rubric reward: weighted per-criterion verdicts (rubric per spec or per dataset row)",
         )
     ]
+
+
+def _options(
+    spec: RubricSpec,
+    service: RubricsService,
+    group: GroupInput,
+    ref: RubricRef,
+    rubric: RubricContent,
+) -> ScoreOptions:
+    """The scoring options; adaptive focal without pass_rates takes the memory's (weighted
+    until the memory has summarised a step of the run)."""
+    fields = spec.model_dump(include=set(ScoreOptions.model_fields))
+    if spec.aggregation == "focal" and not spec.pass_rates:
+        rates = adaptive.focal_rates(service.adaptive_sink, group.run_id, ref, rubric)
+        fields.update({"pass_rates": rates} if rates else {"aggregation": "weighted"})
+    return ScoreOptions.model_validate(fields)
 
 
 async def _rubric_for(

@@ -25,6 +25,7 @@ from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import CompletionItem, Page, Prompt
 from services.core.unicode_check import find_surrogates
 from services.judge.service import prompt_text
+from services.rubrics.adaptive import AdaptiveSink
 from services.rubrics.diff import diff_versions
 from services.rubrics.judging import RubricJudge
 from services.rubrics.repository import (
@@ -73,6 +74,8 @@ class RubricsService:
         self._repository = repository
         self._judge = judge
         self._scored_groups = scored_groups
+        #: Where adaptive channels send scored groups (the evaluation memory sets it).
+        self.adaptive_sink: AdaptiveSink | None = None
 
     @property
     def settings(self) -> RubricsSettings:

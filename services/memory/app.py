@@ -1,0 +1,87 @@
+"""The evaluation memory component (``/v1/memory``), and the service on its own:
+``uvicorn --factory services.memory.app:create_app``.
+
+It feeds on the rubric service's adaptive channels (it sets ``RubricsService.adaptive_sink``)
+and registers the ``memory.revise`` job. The analyst and editor are the judge's model unless
+``PLAUDIT_MEMORY_LLM=openai`` points them at an OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from judges.generation import GenerateFn
+from services.core.app_factory import build_app
+from services.core.components import Component
+from services.core.resources import Resources
+from services.core.settings import Settings
+from services.jobs.app import component as jobs_component
+from services.judge.service import JudgeService
+from services.memory.repository import MemoryRepository
+from services.memory.revision import REVISE
+from services.memory.router import router
+from services.memory.service import MemoryService
+from services.memory.settings import MemorySettings
+from services.rewards.app import component as rewards_component
+from services.rubrics.app import component as rubrics_component
+from services.rubrics.service import RubricsService
+
+
+def component() -> Component:
+    """AMARIS: the evaluation memory, background rubric revision and its admin API."""
+
+    def build(resources: Resources) -> MemoryService:
+        rubrics = resources.services.get_or_build(RubricsService, rubrics_component, resources)
+        judge = resources.services.require(JudgeService)
+        assert resources.embedder is not None
+        service = MemoryService(
+            resources.settings.memory,
+            MemoryRepository(resources.sessions),
+            rubrics,
+            resources.embedder,
+            resources.jobs,
+            _llm(resources, judge),
+            registry=resources.metrics.registry,
+        )
+        rubrics.adaptive_sink = service
+        resources.job_registry.register(REVISE, service.reviser.job)
+        resources.closers.append(service.aclose)
+        return service
+
+    return Component(
+        name="memory", router=router, provides=MemoryService, build=build, needs_embedder=True
+    )
+
+
+def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
+    """The analyst's and editor's model: the judge's, or an OpenAI-compatible server."""
+    settings: MemorySettings = resources.settings.memory
+    given: GenerateFn | None = resources.extras.get("memory_llm")  # tests, benchmarks
+    if given is not None:
+        return given
+    if settings.llm == "judge":
+        cached = judge.cached_judge
+        return lambda requests: cached.generate(requests)
+    from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
+
+    if not settings.llm_base_url:
+        raise ValueError("PLAUDIT_MEMORY_LLM=openai needs PLAUDIT_MEMORY_LLM_BASE_URL (with /v1)")
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    backend = OpenAIBackend(
+        OpenAIConfig(
+            settings.llm_base_url,
+            settings.llm_model or "",
+            api_key=key,
+            timeout_s=settings.llm_timeout_s,
+        )
+    )
+    resources.manage("memory_llm", backend)
+    return backend.generate
+
+
+def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+    """The memory with the rubrics, rewards and job APIs it works with."""
+    components = [rubrics_component(), rewards_component(), component(), jobs_component()]
+    return build_app(components, settings, title="Plaudit memory", **collaborators)

@@ -1,0 +1,511 @@
+"""A revision of a run's rubric, run as the ``memory.revise`` job (never on the scoring path).
+
+1. Analyse a sample of the step's rollouts (the best and the worst rewarded): the analyst's
+   reply plus the facts (reward, verdicts), stored as ``rollout_analysis`` records.
+2. Retrieve history (:mod:`services.memory.retrieval`): static and dynamic, under a budget.
+3. Ask the editor for operations on the adaptive criteria; check each
+   (:mod:`services.memory.operations`).
+4. Guard (:mod:`services.memory.guard`): undos of recent revisions and verdict flips on the
+   frozen rollouts hold the revision for the admin.
+5. Apply: a new rubric version through the rubric service (compare-and-set on the version the
+   revision started from), and a ``rubric_update`` record with the diff, rationale and evidence.
+
+The revision row says how it ended: ``applied``, ``held`` or ``rejected`` (with the reason
+and every operation's verdict), or ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from judges.generation import GenerateFn
+from services.core.context import OPEN, principal_var
+from services.core.errors import Conflict
+from services.core.jobs.context import JobContext
+from services.core.models import MemoryRecordRow, MemoryRevision, MemoryRollout, utcnow
+from services.memory import guard, llm
+from services.memory import retrieval as rt
+from services.memory.operations import (
+    Checked,
+    Limits,
+    PastOperation,
+    Similar,
+    apply_operations,
+    check_operations,
+    find_undo,
+)
+from services.memory.recorder import TextEmbedder
+from services.memory.repository import MemoryRepository, RecordFilter, new_id
+from services.memory.settings import MemorySettings
+from services.memory.stamps import Stamps
+from services.memory.views import candidate
+from services.rubrics.schemas import (
+    Criterion,
+    RubricContent,
+    RubricOut,
+    RubricRef,
+    RubricUpdate,
+    ScoreOptions,
+)
+from services.rubrics.service import RubricsService
+
+log = logging.getLogger(__name__)
+
+REVISE = "memory.revise"
+
+
+class Reviser:
+    def __init__(
+        self,
+        settings: MemorySettings,
+        repository: MemoryRepository,
+        rubrics: RubricsService,
+        embedder: TextEmbedder,
+        stamps: Stamps,
+        call: GenerateFn,
+    ) -> None:
+        self._settings = settings
+        self._repo = repository
+        self._rubrics = rubrics
+        self._embedder = embedder
+        self._stamps = stamps
+        self._call = call
+
+    async def job(self, ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+        """The ``memory.revise`` job: ``{"revision_id": "rv_..."}``."""
+        principal_var.set(OPEN)  # server work on the run's behalf: every rubric is visible
+        revision = await self._repo.revision(str(params["revision_id"]))
+        if revision is None:
+            raise ValueError(f"unknown revision {params['revision_id']!r}")
+        await self._repo.set_revision(revision.id, state="running", job_id=ctx.job_id)
+        try:
+            outcome = await self.revise(revision, ctx)
+        except Exception as exc:
+            await self._repo.set_revision(revision.id, state="failed", reason=f"{exc}"[:2000])
+            raise
+        await self._repo.set_revision(revision.id, **outcome)
+        return {"revision_id": revision.id, "state": outcome["state"]}
+
+    async def revise(self, revision: MemoryRevision, ctx: JobContext | None) -> dict[str, Any]:
+        """Every stage; the values to set on the revision row."""
+        rubric = await self._rubrics.get(revision.rubric_id)
+        criteria = list(rubric.criteria)
+        summary = await self._summary(revision)
+        if summary is None:
+            return {"state": "rejected", "reason": f"no summary of step {revision.step}"}
+        await _progress(ctx, 1, "analysing")
+        analyses = await self._analyse(revision, criteria)
+        await _progress(ctx, 2, "retrieving")
+        history = await self._history(revision, summary)
+        await _progress(ctx, 3, "editing")
+        lines = [h.record.text for h in [*history.static, *history.dynamic]]
+        proposal = await llm.propose(
+            self._call, criteria, summary.text, lines, self._settings.editor_max_new_tokens
+        )
+        evidence = [summary.id, *(a.id for a in analyses), *(h.record.id for h in history.dynamic)]
+        evidence += [h.record.id for h in history.static]
+        base = {
+            "from_version": rubric.version,
+            "rationale": proposal.rationale or None,
+            "evidence": evidence,
+        }
+        detail: dict[str, Any] = {
+            "editor_status": proposal.status,
+            "editor_reply": proposal.raw[:4000],
+            "retrieved": {"static": len(history.static), "dynamic": len(history.dynamic)},
+        }
+        if proposal.status != "ok":
+            reason = f"the editor's reply was not usable ({proposal.status}: {proposal.error})"
+            return {
+                **base,
+                "state": "rejected",
+                "reason": reason,
+                "operations": [],
+                "detail": detail,
+            }
+        checked = await self._check(criteria, proposal)
+        operations = [c.wire() for c in checked]
+        accepted = [c for c in checked if c.accepted]
+        if not accepted:
+            reasons = "; ".join(f"{c.operation.op} {c.operation.id}: {c.reason}" for c in checked)
+            reason = f"no operation accepted: {reasons}" if checked else "no operation proposed"
+            return {
+                **base,
+                "state": "rejected",
+                "reason": reason,
+                "operations": operations,
+                "detail": detail,
+            }
+        await _progress(ctx, 4, "guarding")
+        hold = await self._guard(revision, criteria, accepted, summary, detail)
+        if hold is not None:
+            proposed = apply_operations(criteria, accepted)
+            detail["proposed_criteria"] = [c.model_dump() for c in proposed]
+            return {
+                **base,
+                "state": "held",
+                "reason": hold,
+                "operations": operations,
+                "detail": detail,
+            }
+        await _progress(ctx, 5, "applying")
+        return await self._apply(revision, rubric, accepted, operations, base, detail)
+
+    async def _summary(self, revision: MemoryRevision) -> MemoryRecordRow | None:
+        rows, _ = await self._repo.records(
+            RecordFilter(revision.run_id, revision.rubric_id, "step_summary", revision.step),
+            limit=1,
+            offset=0,
+        )
+        return rows[0] if rows else None
+
+    async def _analyse(
+        self, revision: MemoryRevision, criteria: Sequence[Criterion]
+    ) -> list[MemoryRecordRow]:
+        rows = await self._repo.rollouts(revision.run_id, revision.rubric_id, revision.step)
+        picked = sample_rollouts(rows, self._settings.analyses_per_step)
+        if not picked:
+            return []
+        rollouts = [
+            llm.Rollout(row.prompt, row.completions[i], row.rewards[i], row.verdicts[i])
+            for row, i in picked
+        ]
+        analyses = await llm.analyse(
+            self._call, rollouts, criteria, self._settings.analyst_max_new_tokens
+        )
+        texts = [analysis_text(r, a, criteria) for r, a in zip(rollouts, analyses, strict=True)]
+        vectors = await self._embedder.embed(texts)
+        records = [
+            MemoryRecordRow(
+                id=new_id("mr"),
+                run_id=revision.run_id,
+                rubric_id=revision.rubric_id,
+                kind="rollout_analysis",
+                step=revision.step,
+                text=text,
+                data={
+                    "rollout_index": index,
+                    "rollout_id": row.id,
+                    "completion": i,
+                    "reward": rollout.reward,
+                    "verdicts": dict(rollout.verdicts),
+                    "hacking": analysis.hacking,
+                    "analyst_status": analysis.status,
+                    "rubric_version": row.rubric_version,
+                },
+                embedding=[float(x) for x in vector],
+                created_at=utcnow(),
+            )
+            for index, ((row, i), rollout, analysis, text, vector) in enumerate(
+                zip(picked, rollouts, analyses, texts, vectors, strict=True)
+            )
+        ]
+        await self._repo.add_records(records)
+        return records
+
+    async def _history(self, revision: MemoryRevision, summary: MemoryRecordRow) -> rt.Selection:
+        if not self._settings.retrieval:
+            return rt.Selection()
+        rows, _ = await self._repo.records(
+            RecordFilter(run_id=revision.run_id, rubric_id=revision.rubric_id),
+            limit=2000,
+            offset=0,
+        )
+        rows = [r for r in rows if r.id != summary.id and r.step != revision.step]
+        low = revision.step - self._settings.static_steps
+        static = [
+            candidate(r)
+            for r in rows
+            if r.kind in ("step_summary", "rubric_update") and r.step is not None and r.step >= low
+        ]
+        pool = [candidate(r) for r in rows]
+        query = summary.embedding or []
+        dynamic = rt.rank(query, pool, top=self._settings.dynamic_top) if query else []
+        return rt.select(
+            static,
+            dynamic,
+            budget=self._settings.budget_chars,
+            dedup=self._settings.dedup_similarity,
+        )
+
+    async def _similar(self, texts: Sequence[str]) -> Similar:
+        unique = sorted(set(texts))
+        table: dict[str, list[float]] = {}
+        if unique:
+            vectors = await self._embedder.embed(unique)
+            table = {t: [float(x) for x in v] for t, v in zip(unique, vectors, strict=True)}
+
+        def similar(a: str, b: str) -> float:
+            if a not in table or b not in table:
+                return 0.0
+            return rt.cosine(table[a], table[b])
+
+        return similar
+
+    async def _check(self, criteria: Sequence[Criterion], proposal: llm.Proposal) -> list[Checked]:
+        texts = [c.text for c in criteria] + [o.text.strip() for o in proposal.operations if o.text]
+        similar = await self._similar(texts)
+        limits = Limits(
+            max_operations=self._settings.max_operations,
+            max_criteria=self._rubrics.settings.max_criteria,
+            max_weight=self._rubrics.settings.max_weight,
+            near_duplicate=self._settings.near_duplicate,
+        )
+        return check_operations(criteria, proposal.operations, limits, similar)
+
+    async def _guard(
+        self,
+        revision: MemoryRevision,
+        criteria: Sequence[Criterion],
+        accepted: Sequence[Checked],
+        summary: MemoryRecordRow,
+        detail: dict[str, Any],
+    ) -> str | None:
+        past = await self._past_operations(revision)
+        texts = [o.operation.text for o in accepted] + [str(p.before.get("text", "")) for p in past]
+        similar = await self._similar([t for t in texts if t])
+        undos = [
+            why
+            for c in accepted
+            if (why := find_undo(c.operation, past, similar, self._settings.near_duplicate))
+        ]
+        evidence = set(summary.data.get("saturated", [])) | set(
+            summary.data.get("non_separating", [])
+        )
+        flips = await self._flips(revision, criteria, accepted, evidence)
+        detail["undos"] = undos
+        detail["flips"] = {
+            "flipped": flips.flipped,
+            "compared": flips.compared,
+            "criteria": flips.criteria,
+            "evidence": sorted(evidence),
+        }
+        return guard.hold_reason(undos, flips, self._settings.max_flip_rate)
+
+    async def _past_operations(self, revision: MemoryRevision) -> list[PastOperation]:
+        window = self._settings.undo_window
+        if window == 0:
+            return []
+        applied, _ = await self._repo.revisions(
+            revision.run_id,
+            rubric_id=revision.rubric_id,
+            states=["applied"],
+            limit=window,
+            offset=0,
+        )
+        out: list[PastOperation] = []
+        for past in reversed(applied):  # oldest first
+            for op in past.operations:
+                if op.get("accepted"):
+                    out.append(
+                        PastOperation(
+                            revision=past.id,
+                            op=op["op"],
+                            id=str(op.get("made_id") or op.get("id") or ""),
+                            text=str(op.get("text") or ""),
+                            weight=float(op.get("weight") or 0.0),
+                            before=dict(op.get("before") or {}),
+                        )
+                    )
+        return out
+
+    async def _flips(
+        self,
+        revision: MemoryRevision,
+        criteria: Sequence[Criterion],
+        accepted: Sequence[Checked],
+        evidence: set[str],
+    ) -> guard.Flips:
+        """Re-judge the frozen rollouts on the reworded criteria, old text against new (the
+        only edits that can change an existing criterion's verdicts)."""
+        reworded = [
+            c for c in accepted if c.operation.op == "reword" and c.operation.id not in evidence
+        ]
+        frozen = await self._repo.first_rollouts(
+            revision.run_id, revision.rubric_id, self._settings.frozen_rollouts
+        )
+        if not reworded or not frozen:
+            return guard.Flips(0, 0, [])
+        by_id = {c.id: c for c in criteria}
+        old = [by_id[c.operation.id] for c in reworded]
+        new = [
+            o.model_copy(update={"text": c.operation.text.strip()})
+            for o, c in zip(old, reworded, strict=True)
+        ]
+        before = await self._judge(frozen, old)
+        after = await self._judge(frozen, new)
+        return guard.verdict_flips(before, after)
+
+    async def _judge(
+        self, frozen: Sequence[MemoryRollout], criteria: Sequence[Criterion]
+    ) -> list[dict[str, float | None]]:
+        content = RubricContent(criteria=list(criteria))
+        ref = RubricRef(id=None, version=None, name="memory guard")
+        options = ScoreOptions(mode="logprob")
+        out: list[dict[str, float | None]] = []
+        budget = self._settings.frozen_rollouts
+        for row in frozen:
+            texts = row.completions[: max(1, budget - len(out))]
+            if not texts:
+                break
+            scored = await self._rubrics.score_resolved(
+                ref, content, row.prompt, [_item(t) for t in texts], options
+            )
+            out.extend({c.id: c.p for c in r.criteria} for r in scored.results)
+            if len(out) >= budget:
+                break
+        return out
+
+    async def _apply(
+        self,
+        revision: MemoryRevision,
+        rubric: RubricOut,
+        accepted: Sequence[Checked],
+        operations: list[dict[str, Any]],
+        base: dict[str, Any],
+        detail: dict[str, Any],
+    ) -> dict[str, Any]:
+        body = RubricUpdate(
+            name=rubric.name or rubric.id,
+            question=rubric.question,
+            reference_answer=rubric.reference_answer,
+            domain=rubric.domain,
+            source=rubric.source,
+            criteria=apply_operations(rubric.criteria, accepted),
+            expected_version=rubric.version,
+            note=f"memory revision {revision.id} (run {revision.run_id}, step {revision.step})"[
+                :1000
+            ],
+        )
+        try:
+            saved = await self._rubrics.update(rubric.id, body)
+        except Conflict as exc:
+            return {
+                **base,
+                "state": "rejected",
+                "reason": exc.message,
+                "operations": operations,
+                "detail": detail,
+            }
+        _name_new_ids(operations, rubric, saved)
+        record = await self._update_record(
+            revision, rubric.version, saved.version, operations, base
+        )
+        self._stamps.made_version(rubric.id, saved.version, revision.run_id, revision.step)
+        detail["record_id"] = record.id
+        return {
+            **base,
+            "state": "applied",
+            "to_version": saved.version,
+            "operations": operations,
+            "reason": None,
+            "detail": detail,
+        }
+
+    async def _update_record(
+        self,
+        revision: MemoryRevision,
+        old: int,
+        new: int,
+        operations: list[dict[str, Any]],
+        base: dict[str, Any],
+    ) -> MemoryRecordRow:
+        done = [o for o in operations if o["accepted"]]
+        text = f"Rubric v{old} -> v{new} at step {revision.step}: " + "; ".join(
+            describe(o) for o in done
+        )
+        if base.get("rationale"):
+            text += f". Rationale: {base['rationale']}"
+        [vector] = await self._embedder.embed([text])
+        record = MemoryRecordRow(
+            id=new_id("mr"),
+            run_id=revision.run_id,
+            rubric_id=revision.rubric_id,
+            kind="rubric_update",
+            step=revision.step,
+            text=text,
+            data={
+                "operation": "revision",
+                "revision_id": revision.id,
+                "from_version": old,
+                "to_version": new,
+                "operations": done,
+                "rationale": base.get("rationale"),
+                "evidence": base.get("evidence", []),
+            },
+            embedding=[float(x) for x in vector],
+            created_at=utcnow(),
+        )
+        await self._repo.add_records([record])
+        return record
+
+
+async def _progress(ctx: JobContext | None, done: int, stage: str) -> None:
+    if ctx is not None:
+        await ctx.progress(done, 5, stage)
+
+
+def _item(text: str) -> Any:
+    from services.core.schemas import CompletionItem
+
+    return CompletionItem(text=text)
+
+
+def sample_rollouts(rows: Sequence[MemoryRollout], n: int) -> list[tuple[MemoryRollout, int]]:
+    """``n`` completions of the step for the analyst: alternately the best and the worst
+    rewarded (ties by order), so both what works and what fails are read."""
+    every = [(row, i) for row in rows for i, reward in enumerate(row.rewards) if reward is not None]
+    ranked = sorted(every, key=lambda p: (-p[0].rewards[p[1]], p[0].id, p[1]))
+    out: list[tuple[MemoryRollout, int]] = []
+    low, high = len(ranked) - 1, 0
+    while len(out) < min(n, len(ranked)):
+        if len(out) % 2 == 0:
+            out.append(ranked[high])
+            high += 1
+        else:
+            out.append(ranked[low])
+            low -= 1
+    return out
+
+
+def analysis_text(
+    rollout: llm.Rollout, analysis: llm.Analysis, criteria: Sequence[Criterion]
+) -> str:
+    """The stored text of an analysis: the facts, then what the analyst wrote (if usable)."""
+    met = [c.id for c in criteria if (p := rollout.verdicts.get(c.id)) is not None and p >= 0.5]
+    missed = [c.id for c in criteria if c.id not in met]
+    reward = "n/a" if rollout.reward is None else f"{rollout.reward:.3f}"
+    text = (
+        f"Reward {reward}, {len(rollout.answer)} characters; met {', '.join(met) or 'none'}; "
+        f"not met {', '.join(missed) or 'none'}."
+    )
+    if analysis.status == "ok":
+        text += f" Right: {analysis.went_right or '-'}. Wrong: {analysis.went_wrong or '-'}."
+        if analysis.hacking:
+            text += " Possible reward hacking."
+    else:
+        text += f" (analyst reply unusable: {analysis.status})"
+    return text
+
+
+def describe(op: dict[str, Any]) -> str:
+    name = op["op"]
+    cid = op.get("made_id") or op.get("id") or "?"
+    if name == "add":
+        return f"add {cid} '{op.get('text', '')}'"
+    if name == "remove":
+        return f"remove {cid} '{op.get('before', {}).get('text', '')}'"
+    if name == "reword":
+        return f"reword {cid} '{op.get('before', {}).get('text', '')}' -> '{op.get('text', '')}'"
+    return f"reweight {cid} {op.get('before', {}).get('weight')} -> {op.get('weight')}"
+
+
+def _name_new_ids(operations: list[dict[str, Any]], old: RubricOut, new: RubricOut) -> None:
+    """Give each accepted ``add`` the id the rubric service gave its criterion."""
+    known = {c.id for c in old.criteria}
+    fresh = iter(c.id for c in new.criteria if c.id not in known)
+    for op in operations:
+        if op["accepted"] and op["op"] == "add":
+            op["made_id"] = next(fresh, None)

@@ -1,0 +1,127 @@
+"""HTTP routes of the evaluation memory: the admin API (admin scope) and the ingest route
+for trainers that score elsewhere (reward or admin scope). Thin handlers over MemoryService."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from services.core.auth import require_scope
+from services.core.deps import PathId, QueryId, service_of
+from services.core.schemas import INT32_MAX, Page
+from services.core.settings import Scope
+from services.memory.repository import RecordFilter
+from services.memory.schemas import (
+    IngestOut,
+    IngestRequest,
+    PauseOut,
+    RecordKind,
+    RecordOut,
+    RevisionOut,
+    RollbackBody,
+    RollbackOut,
+    RunDetail,
+    RunItem,
+    SearchRequest,
+    SearchResponse,
+    StepDetail,
+    StepOut,
+)
+from services.memory.service import MemoryService
+
+router = APIRouter(prefix="/v1/memory", tags=["memory"])
+
+Admin = [Depends(require_scope(Scope.admin))]
+Trainer = [Depends(require_scope(Scope.reward, Scope.admin))]
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Offset = Annotated[int, Query(ge=0, le=INT32_MAX)]
+Step = Annotated[int, Path(ge=0, le=INT32_MAX)]
+RubricId = Annotated[str, Path(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
+RubricFilter = Annotated[str | None, Query(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
+
+
+def _service(request: Request) -> MemoryService:
+    return service_of(request, MemoryService)
+
+
+Service = Annotated[MemoryService, Depends(_service)]
+
+
+@router.get("/runs", dependencies=Admin)
+async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[RunItem]:
+    """Every run the memory holds (one item per run and rubric), most recent first."""
+    return await service.runs(limit=limit, offset=offset)
+
+
+@router.get("/runs/{run_id}", dependencies=Admin)
+async def run(run_id: PathId, service: Service, rubric_id: RubricFilter = None) -> RunDetail:
+    """A run: its state, reward and pass-rate curve, and the current criteria."""
+    return await service.run(run_id, rubric_id)
+
+
+@router.get("/runs/{run_id}/steps", dependencies=Admin)
+async def steps(
+    run_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
+) -> Page[StepOut]:
+    """The run's step summaries, newest first."""
+    return await service.steps(run_id, limit=limit, offset=offset)
+
+
+@router.get("/runs/{run_id}/steps/{step}", dependencies=Admin)
+async def step(run_id: PathId, step: Step, service: Service) -> StepDetail:
+    """One step's summary and its rollout analyses."""
+    return await service.step(run_id, step)
+
+
+@router.post("/runs/{run_id}/steps/{step}", status_code=202, dependencies=Trainer)
+async def ingest(run_id: PathId, step: Step, body: IngestRequest, service: Service) -> IngestOut:
+    """Groups a trainer scored elsewhere, queued for the memory (``dropped``: queue full)."""
+    return await service.ingest(run_id, step, body)
+
+
+@router.get("/records", dependencies=Admin)
+async def records(
+    service: Service,
+    run_id: QueryId = None,
+    kind: Annotated[RecordKind | None, Query()] = None,
+    step: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
+    rubric_id: RubricFilter = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> Page[RecordOut]:
+    """Memory records filtered by run, kind, step and rubric, newest step first."""
+    where = RecordFilter(run_id=run_id, rubric_id=rubric_id, kind=kind, step=step)
+    return await service.records(where, limit=limit, offset=offset)
+
+
+@router.post("/search", dependencies=Admin)
+async def search(body: SearchRequest, service: Service) -> SearchResponse:
+    """Static and dynamic retrieval for a text, as the editor sees history."""
+    return await service.search(body)
+
+
+@router.get("/runs/{run_id}/revisions", dependencies=Admin)
+async def revisions(
+    run_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
+) -> Page[RevisionOut]:
+    """The run's revisions and their states, newest first."""
+    return await service.revisions(run_id, limit=limit, offset=offset)
+
+
+@router.post("/runs/{run_id}/pause", dependencies=Admin)
+async def pause(run_id: PathId, service: Service) -> PauseOut:
+    """No new revisions for this run (scoring goes on with the current version)."""
+    return await service.set_paused(run_id, True)
+
+
+@router.post("/runs/{run_id}/resume", dependencies=Admin)
+async def resume(run_id: PathId, service: Service) -> PauseOut:
+    """Revisions start again for this run."""
+    return await service.set_paused(run_id, False)
+
+
+@router.post("/rubrics/{rubric_id}/rollback", dependencies=Admin)
+async def rollback(rubric_id: RubricId, body: RollbackBody, service: Service) -> RollbackOut:
+    """The rubric's current pointer moved back, recorded in the memory."""
+    return await service.rollback(rubric_id, body)
