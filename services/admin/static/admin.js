@@ -102,6 +102,7 @@ async function openRun(runId) {
   $("run").hidden = false;
   $("run-id").textContent = run.run_id;
   $("run-rubric").textContent = run.rubric_id;
+  $("run-rubric").href = `/v1/rubrics/${encodeURIComponent(run.rubric_id)}`;
   $("run-version").textContent = run.rubric_version;
   $("run-paused").textContent = run.paused ? "paused" : "running";
   $("pause").textContent = run.paused ? "Resume revision" : "Pause revision";
@@ -154,7 +155,8 @@ function drawPlot(run) {
     add("text", { x: L - 4, y: yReward(v) + 4, "text-anchor": "end", "font-size": 10 }, fmt(v, 2));
   }
   for (const s of [...new Set([s0, Math.round((s0 + s1) / 2), s1])]) {
-    add("text", { x: x(s), y: H - 10, "text-anchor": "middle", "font-size": 10 }, `step ${s}`);
+    const anchor = s === s1 && s1 !== s0 ? "end" : s === s0 && s1 !== s0 ? "start" : "middle";
+    add("text", { x: x(s), y: H - 10, "text-anchor": anchor, "font-size": 10 }, `step ${s}`);
   }
   const series = [{ name: "reward mean", colour: "#000", width: 2.5,
     points: curve.filter((p) => Number.isFinite(p.reward_mean))
@@ -219,6 +221,10 @@ async function loadRevisions(runId) {
   const page = await api(`/v1/memory/runs/${encodeURIComponent(runId)}/revisions?limit=200`);
   const body = $("revisions").tBodies[0];
   body.replaceChildren();
+  if (!page.items.length) {
+    body.append(el("tr", {}, el("td", { colspan: 5, class: "muted" },
+      `No revision yet (one runs every ${state.run.revise_every} steps unless paused).`)));
+  }
   for (const rev of page.items) {
     const ops = (rev.operations || []).map((op) => op.op || op.kind || op.type || "edit").join(", ");
     const versions = rev.to_version ? `v${rev.from_version} → v${rev.to_version}`
@@ -327,7 +333,7 @@ async function search(event) {
   if (!state.run) return;
   try {
     const hits = await api("/v1/memory/search", { method: "POST",
-      body: { run_id: state.run.run_id, text: $("search-text").value, budget: 10 } });
+      body: { run_id: state.run.run_id, text: $("search-text").value } });
     $("search-static").replaceChildren(...hits.static.map(recordItem));
     $("search-dynamic").replaceChildren(...hits.dynamic.map(recordItem));
     $("search-results").hidden = false;
