@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from services.admin.app import component as admin_component
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.settings import Settings
@@ -34,6 +35,7 @@ def components() -> list[Component]:
         memory_component(),
         store_component(),
         jobs_component(),
+        admin_component(),
     ]
 
 

@@ -1,0 +1,365 @@
+// The admin page: runs, steps, revisions and search from /v1/memory, rubric versions and diffs
+// from /v1/rubrics, rollback through the memory's recorded admin rollback. Text from the API is
+// only ever set as textContent, never as HTML.
+"use strict";
+
+const KEY_STORE = "plaudit-admin-key";
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
+  "#e377c2", "#7f7f7f", "#bcbd22"];
+
+const state = { run: null, rubricId: null, selectedVersion: null };
+
+function $(id) { return document.getElementById(id); }
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function fmt(value, digits = 3) {
+  return typeof value === "number" && Number.isFinite(value) ? value.toFixed(digits) : "–";
+}
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json" };
+  const key = sessionStorage.getItem(KEY_STORE);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method: options.method || "GET",
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!response.ok) {
+    const detail = data && data.error ? `${data.error.type}: ${data.error.message}` : text;
+    throw new ApiError(response.status, `${response.status} ${detail}`.slice(0, 500));
+  }
+  return data;
+}
+
+function showError(error) {
+  if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+    showLogin(error.status === 403 ? "This key lacks the admin scope." : "The key was refused.");
+    return;
+  }
+  $("login").hidden = true;
+  $("app").hidden = false;
+  $("error").textContent = String(error.message || error);
+}
+
+function showLogin(message) {
+  $("app").hidden = true;
+  $("login").hidden = false;
+  $("forget-key").hidden = true;
+  $("login-error").textContent = message || "";
+}
+
+// --- runs -----------------------------------------------------------------------------------
+
+async function loadRuns() {
+  const page = await api("/v1/memory/runs?limit=200");
+  $("login").hidden = true;
+  $("app").hidden = false;
+  $("forget-key").hidden = !sessionStorage.getItem(KEY_STORE);
+  const list = $("runs");
+  list.replaceChildren();
+  $("runs-empty").hidden = page.items.length > 0;
+  for (const run of page.items) {
+    const link = el("a", { href: `#run=${encodeURIComponent(run.run_id)}`, "data-run": run.run_id },
+      run.run_id, el("small", {}, `${run.steps} steps · rubric v${run.rubric_version}`,
+        run.paused ? " · paused" : "", run.flags && run.flags.length ? " · flagged" : ""));
+    list.append(el("li", {}, link));
+  }
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("run");
+  const first = page.items.length ? page.items[0].run_id : null;
+  const chosen = page.items.some((r) => r.run_id === wanted) ? wanted : first;
+  if (chosen) await openRun(chosen);
+}
+
+async function openRun(runId) {
+  $("error").textContent = "";
+  const run = await api(`/v1/memory/runs/${encodeURIComponent(runId)}`);
+  state.run = run;
+  for (const link of document.querySelectorAll("#runs a")) {
+    link.classList.toggle("selected", link.dataset.run === runId);
+  }
+  $("run").hidden = false;
+  $("run-id").textContent = run.run_id;
+  $("run-rubric").textContent = run.rubric_id;
+  $("run-rubric").href = `/v1/rubrics/${encodeURIComponent(run.rubric_id)}`;
+  $("run-version").textContent = run.rubric_version;
+  $("run-paused").textContent = run.paused ? "paused" : "running";
+  $("pause").textContent = run.paused ? "Resume revision" : "Pause revision";
+  const flags = $("flags");
+  flags.replaceChildren();
+  for (const flag of run.flags || []) {
+    flags.append(el("li", { class: "flag" }, `${flag.kind} at step ${flag.step}: `,
+      flag.detail || ""));
+  }
+  drawPlot(run);
+  await Promise.all([loadSteps(runId), loadRevisions(runId), openRubric(run.rubric_id)]);
+  $("step").hidden = true;
+  $("search-results").hidden = true;
+}
+
+// An SVG of the reward mean (left axis, its own range) and each criterion's pass rate (0..1).
+function drawPlot(run) {
+  const curve = [...(run.curve || [])].sort((a, b) => a.step - b.step);
+  const holder = $("plot");
+  holder.replaceChildren();
+  $("legend").replaceChildren();
+  if (!curve.length) {
+    holder.append(el("p", { class: "muted" }, "No step has been summarised yet."));
+    return;
+  }
+  const NS = "http://www.w3.org/2000/svg";
+  const W = 640, H = 260, L = 44, R = 12, T = 10, B = 28;
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "reward mean and pass rates by step");
+  const add = (tag, attrs, text) => {
+    const node = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    svg.append(node);
+    return node;
+  };
+  const steps = curve.map((p) => p.step);
+  const s0 = Math.min(...steps), s1 = Math.max(...steps);
+  const x = (s) => L + (s1 === s0 ? (W - L - R) / 2 : ((s - s0) / (s1 - s0)) * (W - L - R));
+  const rewards = curve.map((p) => p.reward_mean).filter(Number.isFinite);
+  let r0 = Math.min(0, ...rewards), r1 = Math.max(1, ...rewards);
+  if (r1 - r0 < 1e-9) r1 = r0 + 1;
+  const yReward = (v) => T + (1 - (v - r0) / (r1 - r0)) * (H - T - B);
+  const yRate = (v) => T + (1 - v) * (H - T - B);
+  add("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#999" });
+  add("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#999" });
+  for (const v of [r0, (r0 + r1) / 2, r1]) {
+    add("text", { x: L - 4, y: yReward(v) + 4, "text-anchor": "end", "font-size": 10 }, fmt(v, 2));
+  }
+  for (const s of [...new Set([s0, Math.round((s0 + s1) / 2), s1])]) {
+    const anchor = s === s1 && s1 !== s0 ? "end" : s === s0 && s1 !== s0 ? "start" : "middle";
+    add("text", { x: x(s), y: H - 10, "text-anchor": anchor, "font-size": 10 }, `step ${s}`);
+  }
+  const series = [{ name: "reward mean", colour: "#000", width: 2.5,
+    points: curve.filter((p) => Number.isFinite(p.reward_mean))
+      .map((p) => [x(p.step), yReward(p.reward_mean)]) }];
+  const names = new Map((run.criteria || []).map((c) => [c.id, c.text]));
+  const ids = [...new Set(curve.flatMap((p) => Object.keys(p.pass_rates || {})))].sort();
+  ids.forEach((id, i) => {
+    series.push({ name: `${id} pass rate`, title: names.get(id) || id,
+      colour: PALETTE[i % PALETTE.length], width: 1.5,
+      points: curve.filter((p) => p.pass_rates && Number.isFinite(p.pass_rates[id]))
+        .map((p) => [x(p.step), yRate(p.pass_rates[id])]) });
+  });
+  for (const line of series) {
+    if (!line.points.length) continue;
+    const path = add("polyline", { points: line.points.map((p) => p.join(",")).join(" "),
+      fill: "none", stroke: line.colour, "stroke-width": line.width,
+      class: "series", "data-series": line.name });
+    if (line.title) path.append(Object.assign(document.createElementNS(NS, "title"),
+      { textContent: line.title }));
+    for (const [px, py] of line.points) {
+      add("circle", { cx: px, cy: py, r: 2.5, fill: line.colour });
+    }
+    const key = el("span", { title: line.title || line.name }, line.name);
+    key.style.setProperty("--colour", line.colour);
+    $("legend").append(key);
+  }
+  holder.append(svg);
+}
+
+async function loadSteps(runId) {
+  const page = await api(`/v1/memory/runs/${encodeURIComponent(runId)}/steps?limit=200`);
+  const body = $("steps").tBodies[0];
+  body.replaceChildren();
+  for (const step of page.items) {
+    const stats = step.stats || {};
+    const row = el("tr", { class: "clickable", "data-step": step.step,
+      onclick: () => openStep(runId, step.step) },
+    el("td", {}, step.step), el("td", {}, step.rubric_version), el("td", {}, fmt(stats.reward_mean)),
+    el("td", {}, fmt(stats.reward_std)), el("td", {}, (stats.saturated || []).join(", ") || "–"),
+    el("td", {}, (step.summary || "").slice(0, 160)));
+    body.append(row);
+  }
+}
+
+async function openStep(runId, step) {
+  const detail = await api(`/v1/memory/runs/${encodeURIComponent(runId)}/steps/${step}`);
+  for (const row of $("steps").tBodies[0].rows) {
+    row.classList.toggle("selected", row.dataset.step === String(step));
+  }
+  $("step").hidden = false;
+  $("step-number").textContent = step;
+  $("step-summary").textContent = detail.summary || "(no written summary)";
+  const list = $("analyses");
+  list.replaceChildren();
+  for (const item of detail.analyses || []) {
+    list.append(el("li", { class: "analysis" }, `reward ${fmt(item.reward)}`,
+      item.hacking ? " · possible reward hacking" : "", ": ", item.text || ""));
+  }
+}
+
+async function loadRevisions(runId) {
+  const page = await api(`/v1/memory/runs/${encodeURIComponent(runId)}/revisions?limit=200`);
+  const body = $("revisions").tBodies[0];
+  body.replaceChildren();
+  if (!page.items.length) {
+    body.append(el("tr", {}, el("td", { colspan: 5, class: "muted" },
+      `No revision yet (one runs every ${state.run.revise_every} steps unless paused).`)));
+  }
+  for (const rev of page.items) {
+    const ops = (rev.operations || []).map((op) => op.op || op.kind || op.type || "edit").join(", ");
+    const versions = rev.to_version ? `v${rev.from_version} → v${rev.to_version}`
+      : `from v${rev.from_version ?? "?"}`;
+    body.append(el("tr", { class: `revision state-${rev.state}` },
+      el("td", {}, rev.step ?? "–"), el("td", { class: `state-${rev.state}` }, rev.state),
+      el("td", {}, versions), el("td", {}, ops || "–"),
+      el("td", {}, rev.reason || rev.rationale || "")));
+  }
+}
+
+// --- rubric versions, diff and rollback --------------------------------------------------------
+
+async function openRubric(rubricId, version) {
+  state.rubricId = rubricId;
+  $("rubric").hidden = false;
+  $("rubric-id").textContent = rubricId;
+  $("rollback-done").textContent = "";
+  const page = await api(`/v1/rubrics/${encodeURIComponent(rubricId)}/versions?limit=1000`);
+  const versions = page.items;
+  const current = versions.find((v) => v.current);
+  $("rubric-current").textContent = current ? current.version : "?";
+  const shown = version || (current ? current.version : versions[versions.length - 1].version);
+  state.selectedVersion = shown;
+  const body = $("versions").tBodies[0];
+  body.replaceChildren();
+  for (const v of [...versions].reverse()) {
+    const button = v.current ? el("span", { class: "muted" }, "current")
+      : el("button", { type: "button", class: "rollback", "data-version": v.version,
+        onclick: (event) => { event.stopPropagation(); rollback(v.version); } }, "Roll back to this");
+    body.append(el("tr", { class: `clickable${v.version === shown ? " selected" : ""}`,
+      "data-version": v.version, onclick: () => openRubric(rubricId, v.version) },
+    el("td", {}, v.version), el("td", {}, (v.created_at || "").replace("T", " ").slice(0, 19)),
+    el("td", {}, v.criteria), el("td", {}, v.note || ""), el("td", {}, button)));
+  }
+  await showDiff(rubricId, shown);
+}
+
+async function showDiff(rubricId, to) {
+  const holder = $("diff");
+  holder.replaceChildren();
+  $("diff-to").textContent = to;
+  $("diff-from").textContent = to > 1 ? to - 1 : "nothing";
+  if (to <= 1) {
+    const first = await api(`/v1/rubrics/${encodeURIComponent(rubricId)}?version=1`);
+    holder.append(el("ul", {}, ...first.criteria.map((c) => el("li", { class: "added" },
+      `${c.id} (${c.kind}, weight ${c.weight}${c.anchor ? ", anchor" : ""}): ${c.text}`))));
+    return;
+  }
+  const diff = await api(`/v1/rubrics/${encodeURIComponent(rubricId)}/diff?from=${to - 1}&to=${to}`);
+  const items = [];
+  for (const c of diff.added) {
+    items.push(el("li", { class: "added" }, `+ ${c.id} (${c.kind}, weight ${c.weight}): ${c.text}`));
+  }
+  for (const c of diff.removed) {
+    items.push(el("li", { class: "removed" }, `− ${c.id} (${c.kind}, weight ${c.weight}): ${c.text}`));
+  }
+  for (const change of diff.changed) {
+    const parts = Object.entries(change.changes).map(([field, values]) => el("div", {},
+      `${field}: `, el("del", {}, JSON.stringify(values.from)), " → ",
+      el("ins", {}, JSON.stringify(values.to))));
+    items.push(el("li", { class: "changed" }, `~ ${change.id}`, ...parts));
+  }
+  for (const [field, values] of Object.entries(diff.fields || {})) {
+    items.push(el("li", { class: "changed" }, `${field}: `, el("del", {}, JSON.stringify(values.from)),
+      " → ", el("ins", {}, JSON.stringify(values.to))));
+  }
+  if (!items.length) items.push(el("li", { class: "muted" }, "No change (a rollback or a note only)."));
+  holder.append(el("ul", { class: "diff-list" }, ...items));
+}
+
+async function rollback(version) {
+  const rubricId = state.rubricId;
+  if (!window.confirm(`Make version ${version} of ${rubricId} current again?`)) return;
+  try {
+    const body = { version, reason: "rolled back from the admin page" };
+    if (state.run) body.run_id = state.run.run_id;
+    const answer = await api(`/v1/memory/rubrics/${encodeURIComponent(rubricId)}/rollback`,
+      { method: "POST", body });
+    await openRubric(rubricId, answer.rubric.version);
+    $("rollback-done").textContent =
+      `Rolled back: version ${answer.rubric.version} is current (recorded as ${answer.record.id}).`;
+    if (state.run) $("run-version").textContent = answer.rubric.current_version;
+  } catch (error) { showError(error); }
+}
+
+// --- pause, search, key ------------------------------------------------------------------------
+
+async function togglePause() {
+  if (!state.run) return;
+  const verb = state.run.paused ? "resume" : "pause";
+  try {
+    await api(`/v1/memory/runs/${encodeURIComponent(state.run.run_id)}/${verb}`, { method: "POST" });
+    await openRun(state.run.run_id);
+  } catch (error) { showError(error); }
+}
+
+function recordItem(record) {
+  const score = record.score === undefined ? "" : ` (similarity ${fmt(record.score, 2)})`;
+  return el("li", { class: "hit" }, `${record.kind} · step ${record.step ?? "–"}${score}: `,
+    (record.text || "").slice(0, 300));
+}
+
+async function search(event) {
+  event.preventDefault();
+  if (!state.run) return;
+  try {
+    const hits = await api("/v1/memory/search", { method: "POST",
+      body: { run_id: state.run.run_id, text: $("search-text").value } });
+    $("search-static").replaceChildren(...hits.static.map(recordItem));
+    $("search-dynamic").replaceChildren(...hits.dynamic.map(recordItem));
+    $("search-results").hidden = false;
+  } catch (error) { showError(error); }
+}
+
+async function start() {
+  try { await loadRuns(); } catch (error) { showError(error); }
+}
+
+window.addEventListener("DOMContentLoaded", () => {
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY_STORE, $("key").value.trim());
+    $("key").value = "";
+    start();
+  });
+  $("forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_STORE);
+    showLogin("");
+  });
+  $("pause").addEventListener("click", togglePause);
+  $("search-form").addEventListener("submit", search);
+  window.addEventListener("hashchange", () => {
+    const wanted = new URLSearchParams(location.hash.slice(1)).get("run");
+    if (wanted && (!state.run || state.run.run_id !== wanted)) openRun(wanted).catch(showError);
+  });
+  start();
+});

@@ -1,0 +1,164 @@
+"""The admin page at ``/admin`` in a real headless Chromium against a real ``plaudit serve all``
+(embedded set-up, API keys on): the memory is filled through the API a trainer would use, then a
+person logs in, reads the run's plot, steps, rubric diff and search, and rolls a rubric back;
+the rollback is then checked through the API (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.jobs.conftest import IDLE_JUDGE
+from tests.serving import serving
+
+pytestmark = pytest.mark.slow
+
+ADMIN, TRAINER = "admin-key-for-the-page", "trainer-key-for-the-page"
+RUN = "run-admin-page"
+CRITERIA = [
+    {"text": "States the boiling point of water at sea level (100 C)", "weight": 3},
+    {"text": "Mentions that altitude lowers the boiling point", "weight": 2},
+    {"text": "Claims water boils at 50 C at sea level", "weight": 2, "kind": "pitfall"},
+]
+
+
+@pytest.fixture(scope="module")
+def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("admin-page")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")}
+    env.update(
+        IDLE_JUDGE,
+        OMP_NUM_THREADS="1",
+        PLAUDIT_DATA_DIR=str(root / "data"),
+        PLAUDIT_LOG_LEVEL="WARNING",
+        PLAUDIT_API_KEYS=json.dumps({ADMIN: ["admin"], TRAINER: ["reward"]}),
+        PLAUDIT_MEMORY_REVISE_EVERY="1000",  # no revision job: this test is about the page
+    )
+    with serving("all", root, env, within=300) as url:
+        yield url
+
+
+def _client(url: str, key: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def filled(admin_url: str) -> dict[str, Any]:
+    """A rubric with two versions and three steps of a run in the memory (ingested as a
+    trainer that scores elsewhere would send them)."""
+    with _client(admin_url, TRAINER) as trainer, _client(admin_url, ADMIN) as admin:
+        created = trainer.post("/v1/rubrics", json={"name": "boiling", "criteria": CRITERIA})
+        assert created.status_code == 201, created.text
+        rubric = created.json()
+        edited = [dict(c) for c in rubric["criteria"]]
+        edited[1]["text"] = "Explains that at altitude water boils below 100 C"
+        edited.append({"text": "Gives the answer in one or two sentences", "weight": 1})
+        update = {"name": "boiling", "criteria": edited, "note": "reworded c2, added c4"}
+        second = trainer.put(f"/v1/rubrics/{rubric['id']}", json=update)
+        assert second.status_code == 200 and second.json()["version"] == 2, second.text
+        for step, rate in ((1, 0.25), (2, 0.5), (3, 0.9)):
+            groups = [
+                {
+                    "prompt": "At what temperature does water boil?",
+                    "completions": [f"Water boils at 100 C (try {step}.{i})." for i in range(4)],
+                    "rewards": [rate, rate / 2, rate, 1 - rate],
+                    "verdicts": [
+                        {"c1": rate, "c2": 1 - rate, "c3": 0.05, "c4": 0.5} for _ in range(4)
+                    ],
+                }
+            ]
+            body = {"rubric_id": f"{rubric['id']}@2", "groups": groups, "close": True}
+            sent = trainer.post(f"/v1/memory/runs/{RUN}/steps/{step}", json=body)
+            assert sent.status_code == 202, sent.text
+        while admin.get(f"/v1/memory/runs/{RUN}/steps").json().get("total", 0) < 3:
+            time.sleep(0.25)
+        return {"rubric": rubric}
+
+
+def _wait(browser: webdriver.Chrome, css: str, *, visible: bool = True) -> Any:
+    condition = ec.visibility_of_element_located if visible else ec.presence_of_element_located
+    return WebDriverWait(browser, 60).until(condition((By.CSS_SELECTOR, css)))
+
+
+def test_the_page_asks_for_an_admin_key_and_refuses_others(
+    browser: webdriver.Chrome, admin_url: str, filled: dict[str, Any]
+) -> None:
+    browser.get(f"{admin_url}/admin")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{admin_url}/admin")
+    _wait(browser, "#key").send_keys(TRAINER)
+    browser.find_element(By.CSS_SELECTOR, "#key-form button").click()
+    WebDriverWait(browser, 60).until(
+        lambda b: "admin scope" in b.find_element(By.ID, "login-error").text
+    )
+    assert not browser.find_element(By.ID, "app").is_displayed()
+
+
+def test_an_admin_browses_the_run_and_rolls_the_rubric_back(
+    browser: webdriver.Chrome, admin_url: str, filled: dict[str, Any]
+) -> None:
+    rubric_id = filled["rubric"]["id"]
+    browser.get(f"{admin_url}/admin")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{admin_url}/admin")
+    _wait(browser, "#key").send_keys(ADMIN)
+    browser.find_element(By.CSS_SELECTOR, "#key-form button").click()
+
+    # the run, its rubric and the plot: the reward mean and one line per criterion
+    _wait(browser, f"#runs a[data-run='{RUN}']")
+    _wait(browser, "#plot svg")
+    series = {
+        line.get_attribute("data-series")
+        for line in browser.find_elements(By.CSS_SELECTOR, "#plot polyline.series")
+    }
+    assert {"reward mean", "c1 pass rate", "c2 pass rate"} <= series, series
+    assert browser.find_element(By.ID, "run-rubric").text == rubric_id
+
+    # three steps, newest first; one opens with its summary
+    rows = browser.find_elements(By.CSS_SELECTOR, "#steps tbody tr")
+    assert [r.get_attribute("data-step") for r in rows] == ["3", "2", "1"]
+    rows[0].click()
+    _wait(browser, "#step")
+    assert browser.find_element(By.ID, "step-number").text == "3"
+    assert browser.find_element(By.ID, "step-summary").text.strip()
+
+    # the rubric's history and the diff from version 1 to 2
+    _wait(browser, "#versions tbody tr[data-version='2']")
+    diff = browser.find_element(By.ID, "diff").text
+    assert "+ c4" in diff and "Gives the answer in one or two sentences" in diff
+    assert "~ c2" in diff and "Explains that at altitude" in diff
+
+    # search answers static and dynamic hits
+    browser.find_element(By.ID, "search-text").send_keys("boiling point at altitude")
+    browser.find_element(By.CSS_SELECTOR, "#search-form button").click()
+    _wait(browser, "#search-results")
+    assert browser.find_elements(By.CSS_SELECTOR, "#search-static li, #search-dynamic li")
+
+    # roll back to version 1 with the button, accept the confirmation
+    browser.find_element(By.CSS_SELECTOR, "button.rollback[data-version='1']").click()
+    WebDriverWait(browser, 10).until(ec.alert_is_present())
+    browser.switch_to.alert.accept()
+    WebDriverWait(browser, 60).until(
+        lambda b: "Rolled back" in b.find_element(By.ID, "rollback-done").text
+    )
+    assert browser.find_element(By.ID, "rubric-current").text == "1"
+
+    # the API agrees, and the rollback is recorded in the memory
+    with _client(admin_url, ADMIN) as admin:
+        current = admin.get(f"/v1/rubrics/{rubric_id}").json()
+        assert current["current_version"] == 1 and current["version"] == 1
+        records = admin.get(
+            "/v1/memory/records", params={"kind": "rubric_update", "run_id": RUN}
+        ).json()["items"]
+        rollbacks = [r for r in records if r["data"].get("operation") == "rollback"]
+        assert rollbacks, records
