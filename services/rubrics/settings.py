@@ -20,7 +20,7 @@ class RubricsSettings(BaseModel):
         default=1000, ge=1, description="documents per synthesis job (inline or from a corpus)"
     )
     synthesis_max_new_tokens: int = Field(
-        default=640, ge=64, le=8192, description="tokens of one generated instance (JSON)"
+        default=512, ge=64, le=8192, description="tokens of one generated instance (JSON)"
     )
     synthesis_batch: int = Field(
         default=8, ge=1, le=256, description="documents generated per backend call"

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from typing import Any
 
-from judges.backends.base import GenerateRequest
+from judges.backends.base import GenerateRequest, GenerateResult
 from tests.rubrics.scripted import RubricScriptedBackend
 
 _DOCUMENT = re.compile(r"<document>\n(.*?)\n</document>", re.S)
@@ -45,11 +47,44 @@ def scripted_instance(document: str) -> dict[str, object]:
 
 class SynthScriptedBackend(RubricScriptedBackend):
     def _reply(self, request: GenerateRequest) -> str:
-        schema = request.json_schema or {}
-        if "reference_answer" not in schema.get("properties", {}):
+        if not _is_synthesis(request):
             return super()._reply(request)
         match = _DOCUMENT.search(request.messages[-1]["content"])
         document = match.group(1) if match else ""
         if "GARBLED" in document:
             return "Here is a question: what is it?"
         return json.dumps(scripted_instance(document))
+
+
+class ExtractiveRealJudge:
+    """The deterministic generator for synthesis prompts in front of a real judge backend
+    (the embedded SmolLM2 by default): stages 4 and 5 then run on real verdicts."""
+
+    def __init__(self, inner: Any = None) -> None:
+        if inner is None:
+            from services.core.settings import Settings
+            from services.judge.backend_factory import make_backend
+
+            inner = make_backend(Settings())
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+        synth = [i for i, r in enumerate(requests) if _is_synthesis(r)]
+        rest = [r for i, r in enumerate(requests) if i not in set(synth)]
+        answered = iter(await self.inner.generate(rest) if rest else [])
+        out = []
+        for index, request in enumerate(requests):
+            if index in synth:
+                match = _DOCUMENT.search(request.messages[-1]["content"])
+                text = json.dumps(scripted_instance(match.group(1) if match else ""))
+                out.append(GenerateResult("ok", text=text, finish_reason="stop"))
+            else:
+                out.append(next(answered))
+        return out
+
+
+def _is_synthesis(request: GenerateRequest) -> bool:
+    return "reference_answer" in (request.json_schema or {}).get("properties", {})

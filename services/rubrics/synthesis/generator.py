@@ -18,21 +18,24 @@ from typing import Any, Literal
 from judges.backends.base import ChatMessage
 from judges.generation import GenerateFn, GenerationRequest, GenerationResult, Sampling, generate
 
+#: The schema's bounds keep a whole instance within about 500 tokens (SmolLM2's tokenizer
+#: averages about 4 characters a token): 200 + 400 characters of question and answer, at most
+#: 8 criteria of 120 characters, plus the JSON around them.
 #: Characters of the document shown to the generator (the rest is cut at a word).
 DOCUMENT_CHARS = 2000
 CANDIDATE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "question": {"type": "string", "minLength": 10, "maxLength": 300},
-        "reference_answer": {"type": "string", "minLength": 10, "maxLength": 600},
+        "question": {"type": "string", "minLength": 10, "maxLength": 200},
+        "reference_answer": {"type": "string", "minLength": 10, "maxLength": 400},
         "criteria": {
             "type": "array",
             "minItems": 1,
-            "maxItems": 12,
+            "maxItems": 8,
             "items": {
                 "type": "object",
                 "properties": {
-                    "text": {"type": "string", "minLength": 5, "maxLength": 160},
+                    "text": {"type": "string", "minLength": 5, "maxLength": 120},
                     "weight": {"type": "integer", "minimum": 1, "maximum": 10},
                     "kind": {"type": "string", "enum": ["required", "pitfall"]},
                 },

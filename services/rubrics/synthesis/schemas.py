@@ -40,7 +40,7 @@ class SynthesisOptions(StoredModel):
     max_chars: int = Field(default=4000, ge=1, le=50_000, description="stage 1: longest text")
     min_sentences: int = Field(default=2, ge=1, le=100, description="stage 1: context needed")
     min_criteria: int = Field(default=3, ge=1, le=50, description="stage 5")
-    max_criteria: int = Field(default=12, ge=1, le=50, description="stage 5")
+    max_criteria: int = Field(default=8, ge=1, le=50, description="stage 5")
     min_weight: float = Field(default=1, gt=0, le=100, description="stage 5")
     max_weight: float = Field(default=10, gt=0, le=100, description="stage 5")
     min_pitfalls: int = Field(default=1, ge=0, le=50, description="stage 5: pitfalls needed")
