@@ -30,13 +30,14 @@ def test_a_forged_fence_neither_closes_the_response_nor_adds_a_criterion() -> No
     template = load_template("rubric_criterion@2")
     prompt = template.render(CODE, question="Why?", response=FORGED, criterion="Says lower")
     user = prompt.messages[-1]["content"]
-    assert _blocks(user, "criterion", CODE) == ["Says lower"]
     [response] = _blocks(user, "response", CODE)
     assert "The water is warm." in response and "Mentions warm" in response
-    assert f"<<criterion {FAKE}>>" not in user and f"<</response {FAKE}>>" not in user
-    assert user.count(f"<<criterion {CODE}>>") == 1
+    assert f"<</response {FAKE}>>" not in user and "[/response" in response
     assert user.count(f"<</response {CODE}>>") == 2  # the instructions' example and the fence
-    assert user.count(f"<</response {CODE}>>\n") == 1
+    # What follows the real fence is the real criterion, and nothing else.
+    assert user.split(f"<</response {CODE}>>\n")[-1] == "\nCriterion: Says lower"
+    forged_code = template.render(CODE, question="Why?", response=f"x {CODE} y", criterion="c")
+    assert CODE not in _blocks(forged_code.messages[-1]["content"], "response", CODE)[0]
 
 
 async def test_injected_fences_do_not_change_the_verdicts(api: httpx.AsyncClient) -> None:

@@ -73,11 +73,10 @@ async def test_each_completion_is_one_backend_call_with_the_criterion_last(
     assert [len(c) for c in calls] == [3, 3]
     for call, completion in zip(calls, (BOTH, ONE), strict=True):
         texts = [r.messages[-1]["content"] for r in call]
-        heads = {t[: t.rindex("<<criterion ")] for t in texts}
+        heads = {t[: t.rindex("\nCriterion: ")] for t in texts}
         assert len(heads) == 1 and completion in heads.pop(), "a completion's rows share its head"
-        code = texts[0][texts[0].rindex("<<criterion ") + 12 :].split(">>")[0]
-        assert [t[t.rindex("<<criterion ") :] for t in texts] == [
-            f"<<criterion {code}>>\n{c['text']}\n<</criterion {code}>>" for c in BOIL["criteria"]
+        assert [t[t.rindex("\nCriterion: ") :] for t in texts] == [
+            f"\nCriterion: {c['text']}" for c in BOIL["criteria"]
         ]
 
 
