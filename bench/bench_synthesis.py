@@ -101,7 +101,18 @@ async def retention(args: argparse.Namespace) -> dict[str, Any]:
             {"stage": i.stage, "reason": i.reason, "question": i.question}
             for i in rejected.items[:8]
         ]
-    return {"result": result.model_dump(), "rejected_examples": examples}
+        every = await service.page(
+            job_id=result.job_id, status=None, stage=None, limit=1000, offset=0
+        )
+    drafts = [g for i in every.items if (g := i.candidate.get("generated"))]
+    counts = [len(g["criteria"]) for g in drafts]
+    pitfalls = sum(c["kind"] == "pitfall" for g in drafts for c in g["criteria"])
+    generated = {
+        "valid_json": len(drafts),
+        "criteria_per_candidate": statistics.fmean(counts) if counts else None,
+        "pitfall_share": pitfalls / sum(counts) if counts else None,
+    }
+    return {"result": result.model_dump(), "generated": generated, "rejected_examples": examples}
 
 
 async def discrimination(args: argparse.Namespace) -> dict[str, Any]:
