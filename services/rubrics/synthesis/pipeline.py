@@ -47,6 +47,8 @@ STAGE_NAMES: dict[Stage, str] = {
     "instance": "validating instances",
     "rubric": "validating rubrics",
 }
+#: Texts per embedding call, so a large job leaves room between its calls for other requests.
+EMBED_CHUNK = 256
 FALLBACK_DISTRACTOR = "I am not sure. It depends on many things, so there is no single answer."
 MET = 0.5
 
@@ -82,9 +84,16 @@ class Pipeline:
         settings: RubricsSettings,
     ) -> None:
         self._service = service
-        self._embed = embed
+        self._embed_call = embed
         self._generate = generate
         self._settings = settings
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        parts = [
+            await self._embed_call(texts[i : i + EMBED_CHUNK])
+            for i in range(0, len(texts), EMBED_CHUNK)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
     async def run(
         self, documents: Sequence[Document], request: SynthesizeRequest, progress: Progress
