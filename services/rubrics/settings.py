@@ -23,5 +23,9 @@ class RubricsSettings(BaseModel):
         default=512, ge=64, le=8192, description="tokens of one generated instance (JSON)"
     )
     synthesis_batch: int = Field(
-        default=8, ge=1, le=256, description="documents generated per backend call"
+        default=4,
+        ge=1,
+        le=256,
+        description="documents generated per backend call (each call must finish within "
+        "PLAUDIT_JUDGE_TIMEOUT_S; 8 at 512 tokens ran past 300 s on two busy cores)",
     )
