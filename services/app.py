@@ -19,6 +19,7 @@ from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
+from services.rubrics.synthesis.app import component as synthesis_component
 from services.store.app import component as store_component
 
 
@@ -28,6 +29,7 @@ def components() -> list[Component]:
         ordinal_component(),
         diversity_component(),
         judge_component(),
+        synthesis_component(),  # before rubrics: /v1/rubrics/instances is no rubric id
         rubrics_component(),
         karma_component(),
         rewards_component(),

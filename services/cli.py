@@ -14,6 +14,7 @@ import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
 from services.karma.cli import karma_app
+from services.rubrics.cli import rubrics_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(karma_app, name="karma")
+app.add_typer(rubrics_app, name="rubrics")
 app.command("train")(train)
 
 

@@ -34,6 +34,7 @@ PG_MIGRATIONS_URL = os.environ.get(
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TABLES = ("scored_groups", "idempotency_records", "jobs", "rubric_versions", "rubrics")
+TABLES += ("rubric_instances",)
 #: The artifact store's tables, emptied after each Postgres test like the ones above.
 TABLES += ("artifact_events", "artifact_versions", "artifacts")
 #: The evaluation memory's tables (issue 12).

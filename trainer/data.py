@@ -3,6 +3,7 @@
 ::
 
     load_prompts(Path("prompts.jsonl"))   # lines like {"prompt": "Name a prime."}
+    load_rows(Path("export.jsonl"))       # [{"prompt": ..., "rubric_id": "rb_..@1"}, ...]
     load_prompts(Path("prompts.txt"))     # one prompt per line, blank lines skipped
     load_prompts(None)                    # DEFAULT_PROMPTS
 """
@@ -34,26 +35,59 @@ class PromptFileError(ValueError):
 def load_prompts(path: Path | None) -> list[str]:
     """The prompts of ``path`` (``.jsonl``: a ``"prompt"`` string per object; else one per
     line), or :data:`DEFAULT_PROMPTS` when ``path`` is None."""
+    return [row["prompt"] for row in load_rows(path)]
+
+
+def load_rows(path: Path | None) -> list[dict[str, Any]]:
+    """``{"prompt": text, **columns}`` per prompt: a JSONL line's other string fields
+    (``rubric_id`` of an exported rubric dataset) become dataset columns, which TRL hands to
+    the reward function and ``plaudit_reward_func`` sends with each group."""
     if path is None:
-        return list(DEFAULT_PROMPTS)
+        return [{"prompt": p} for p in DEFAULT_PROMPTS]
     lines = path.read_text(encoding="utf-8").splitlines()
     if path.suffix == ".jsonl":
-        prompts = [_jsonl_prompt(line, path, n) for n, line in enumerate(lines, 1) if line.strip()]
+        rows = [_jsonl_row(line, path, n) for n, line in enumerate(lines, 1) if line.strip()]
+        _fill_columns(rows)
     else:
-        prompts = [line.strip() for line in lines if line.strip()]
-    if not prompts:
+        rows = [{"prompt": line.strip()} for line in lines if line.strip()]
+    if not rows:
         raise PromptFileError(f"{path}: no prompts")
-    return prompts
+    return rows
 
 
-def training_prompts(path: Path | None, groups_per_step: int) -> list[str]:
-    """:func:`load_prompts`, refusing fewer prompts than one optimizer step needs."""
-    prompts = load_prompts(path)
-    if len(prompts) < groups_per_step:
+def training_prompts(path: Path | None, groups_per_step: int) -> list[dict[str, Any]]:
+    """:func:`load_rows`, refusing fewer prompts than one optimizer step needs."""
+    rows = load_rows(path)
+    if len(rows) < groups_per_step:
         raise PromptFileError(
-            f"{path}: {len(prompts)} prompt(s), but one step takes {groups_per_step} groups"
+            f"{path}: {len(rows)} prompt(s), but one step takes {groups_per_step} groups"
         )
-    return prompts
+    return rows
+
+
+def _jsonl_row(line: str, path: Path, number: int) -> dict[str, Any]:
+    row = json.loads(line) if _is_json(line) else None
+    prompt = _jsonl_prompt(line, path, number)
+    columns = {
+        k: v for k, v in (row or {}).items() if k != "prompt" and isinstance(v, str | int | float)
+    }
+    return {"prompt": prompt, **columns}
+
+
+def _is_json(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _fill_columns(rows: list[dict[str, Any]]) -> None:
+    """Give every row every column (None where a line lacks it): a dataset column is on every
+    row, and a row without ``rubric_id`` falls back to the spec's rubric."""
+    names = {name for row in rows for name in row}
+    for row in rows:
+        for name in names - set(row):
+            row[name] = None
 
 
 def _jsonl_prompt(line: str, path: Path, number: int) -> str:
@@ -67,9 +101,10 @@ def _jsonl_prompt(line: str, path: Path, number: int) -> str:
     return prompt
 
 
-def as_rows(prompts: list[str], *, chat: bool) -> list[dict[str, Any]]:
+def as_rows(prompts: list[str] | list[dict[str, Any]], *, chat: bool) -> list[dict[str, Any]]:
     """Dataset rows in TRL's format: ``{"prompt": text}`` or, for a chat model, the prompt
-    as one user message (TRL then applies the model's chat template)."""
+    as one user message (TRL then applies the model's chat template); other columns kept."""
+    rows = [p if isinstance(p, dict) else {"prompt": p} for p in prompts]
     if chat:
-        return [{"prompt": [{"role": "user", "content": p}]} for p in prompts]
-    return [{"prompt": p} for p in prompts]
+        return [{**r, "prompt": [{"role": "user", "content": r["prompt"]}]} for r in rows]
+    return [dict(r) for r in rows]

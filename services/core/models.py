@@ -216,6 +216,35 @@ class RubricVersionRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+# --- rubric synthesis (services/rubrics/synthesis/repository.py) ----------------------------
+
+
+class RubricInstanceRecord(Base):
+    """One candidate of a synthesis job: kept (with the rubric it became) or rejected (with
+    the stage and the reason); ``candidate`` holds what was generated and the checks' measures."""
+
+    __tablename__ = "rubric_instances"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(32), nullable=False)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    stage: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(1000), nullable=True)
+    document_id: Mapped[str] = mapped_column(String(200), nullable=False)
+    domain: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    persona: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    question: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reference_answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rubric_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    rubric_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    candidate: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_rubric_instances_job_status", "job_id", "status", "position"),)
+
+
 # --- evaluation memory (services/memory/repository.py) ------------------------------------
 
 

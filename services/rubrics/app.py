@@ -32,7 +32,11 @@ def component() -> Component:
         return RubricsService(
             settings,
             SqlRubricRepository(resources.sessions),
-            RubricJudge(judge.cached_judge, max_new_tokens=settings.generate_max_new_tokens),
+            RubricJudge(
+                judge.cached_judge,
+                max_new_tokens=settings.generate_max_new_tokens,
+                fence_code=judge.fence_code,
+            ),
             resources.scored_groups,
         )
 
@@ -46,4 +50,9 @@ def component() -> Component:
 
 
 def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
-    return build_app([component()], settings, title="Plaudit rubrics", **collaborators)
+    """Rubrics, their synthesis, and the job API synthesis runs under."""
+    from services.jobs.app import component as jobs_component
+    from services.rubrics.synthesis.app import component as synthesis_component
+
+    components = [synthesis_component(), component(), jobs_component()]
+    return build_app(components, settings, title="Plaudit rubrics", **collaborators)

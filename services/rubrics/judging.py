@@ -12,7 +12,7 @@ instructions + question once for all completions (see BENCHMARKS.md, Rubrics).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from judges.backends.base import ChoiceResult, GenerateResult
@@ -22,6 +22,9 @@ from services.judge.cached import CachedJudge
 from services.rubrics.prompts import p_yes, render, rubric_listing
 from services.rubrics.schemas import Criterion
 from services.rubrics.verdicts import parse_verdicts
+
+FenceCode = Callable[[PromptTemplate, str], "str | None"]
+"""``JudgeService.fence_code``: the boundary code of a template and question (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,21 @@ class RubricJudge:
     Example: ``rows = await RubricJudge(cached).logprob(template, case, ["text", ...])``.
     """
 
-    def __init__(self, judge: CachedJudge, *, max_new_tokens: int = 512) -> None:
+    def __init__(
+        self,
+        judge: CachedJudge,
+        *,
+        max_new_tokens: int = 512,
+        fence_code: FenceCode | None = None,
+    ) -> None:
         self._judge = judge
         self._max_new_tokens = max_new_tokens
+        self._fence_code = fence_code
+
+    def _code(self, template: PromptTemplate, case: Case) -> str | None:
+        """The boundary code of this request's prompts (the judge's secret; one per question,
+        so every row keeps the shared head)."""
+        return None if self._fence_code is None else self._fence_code(template, case.question)
 
     @property
     def judge(self) -> CachedJudge:
@@ -78,9 +93,12 @@ class RubricJudge:
         self, template: PromptTemplate, case: Case, texts: Sequence[str]
     ) -> list[list[Judged]]:
         """P(yes) per criterion of each completion: one backend call per completion."""
+        code = self._code(template, case)
         calls = [
             [
-                render(template, response=text, criterion=c.text, **case.values()).choice_request()
+                render(
+                    template, code, response=text, criterion=c.text, **case.values()
+                ).choice_request()
                 for c in case.criteria
             ]
             for text in texts
@@ -95,8 +113,9 @@ class RubricJudge:
     ) -> list[list[Judged]]:
         """Every criterion's verdict from one generated JSON reply per completion."""
         listing = rubric_listing(case.criteria)
+        code = self._code(template, case)
         requests = [
-            render(template, response=text, rubric=listing, **case.values()).generate_request(
+            render(template, code, response=text, rubric=listing, **case.values()).generate_request(
                 max_new_tokens=self._max_new_tokens
             )
             for text in texts
@@ -109,8 +128,11 @@ class RubricJudge:
     ) -> list[Graded]:
         """One 1..k grade distribution per completion against the whole rubric."""
         listing = rubric_listing(case.criteria)
+        code = self._code(template, case)
         requests = [
-            render(template, response=text, rubric=listing, k=k, **case.values()).choice_request()
+            render(
+                template, code, response=text, rubric=listing, k=k, **case.values()
+            ).choice_request()
             for text in texts
         ]
         results = await self._judge.score_choices(requests, use_cache=case.use_cache)

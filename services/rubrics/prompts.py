@@ -1,8 +1,11 @@
 """The judge prompts of rubric scoring: which template each mode uses, and how it is filled.
 
-Templates live in ``judges/templates`` (``rubric_criterion@1``, ``rubric_generate@1``,
-``rubric_implicit@1`` and their ``_reference`` variants, which show the judge the rubric's
-reference answer). A request may name another template of the same shape.
+Templates live in ``judges/templates`` (``rubric_criterion``, ``rubric_generate``,
+``rubric_implicit`` and their ``_reference`` variants, which show the judge the rubric's
+reference answer). The defaults are the ``@2`` versions, whose fences carry a secret boundary
+code that a completion cannot forge (:mod:`judges.fencing`, ``PLAUDIT_JUDGE_FENCE_SECRET``);
+``@1`` (plain tags) stays selectable with ``template``. A request may name another template
+of the same shape.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ YES = "yes"
 
 
 def default_template(mode: RubricMode, show_reference: bool) -> str:
-    """``rubric_criterion@1``, ``rubric_implicit_reference@1``, ... (pinned to the latest)."""
+    """``rubric_criterion@2``, ``rubric_implicit_reference@2``, ... (pinned to the latest)."""
     name = BASE_TEMPLATES[mode] + ("_reference" if show_reference else "")
     return _load_template(name).ref
 
@@ -64,9 +67,13 @@ def rubric_listing(criteria: Sequence[Criterion]) -> str:
     return "\n".join(f"{c.id} ({c.kind}, weight {c.weight:g}): {c.text}" for c in criteria)
 
 
-def render(template: PromptTemplate, **values: str | int) -> RenderedPrompt:
+def render(
+    template: PromptTemplate, code: str | None = None, **values: str | int
+) -> RenderedPrompt:
+    """Fill ``template``; ``code``: the boundary code of an ``@2`` template's fences (None: the
+    process's own, see :mod:`judges.fencing`)."""
     try:
-        return template.render(**values)
+        return template.render(code, **values)
     except TemplateError as exc:  # pragma: no cover - load_template checked the variables
         raise InvalidInput(str(exc), param="template") from None
 

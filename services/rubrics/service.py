@@ -94,6 +94,13 @@ class RubricsService:
         created = await self._repository.create([self._new(b, prefix) for prefix, b in bodies])
         return ImportResult(created=[_out(*pair) for pair in created], total=len(created))
 
+    async def create_many(self, bodies: Sequence[RubricCreate]) -> list[RubricOut]:
+        """Several new rubrics in one transaction (rubric synthesis keeps its instances so)."""
+        if not bodies:
+            return []
+        news = [self._new(body, f"rubrics[{i}].") for i, body in enumerate(bodies)]
+        return [_out(*pair) for pair in await self._repository.create(news)]
+
     async def update(self, rubric_id: str, body: RubricUpdate) -> RubricOut:
         """A new version made current; criteria sent with their id keep it."""
         head = await self._head(rubric_id)

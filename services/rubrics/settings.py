@@ -15,3 +15,17 @@ class RubricsSettings(BaseModel):
     generate_max_new_tokens: int = Field(
         default=512, ge=16, le=4096, description="generate mode: tokens of the JSON verdicts"
     )
+    # --- synthesis (services/rubrics/synthesis) -------------------------------------------
+    synthesis_max_documents: int = Field(
+        default=1000, ge=1, description="documents per synthesis job (inline or from a corpus)"
+    )
+    synthesis_max_new_tokens: int = Field(
+        default=512, ge=64, le=8192, description="tokens of one generated instance (JSON)"
+    )
+    synthesis_batch: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="documents generated per backend call (each call must finish within "
+        "PLAUDIT_JUDGE_TIMEOUT_S; 8 at 512 tokens ran past 300 s on two busy cores)",
+    )

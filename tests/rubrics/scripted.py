@@ -18,11 +18,20 @@ from judges.backends.base import ChoiceRequest, GenerateRequest
 from judges.backends.scripted import ScriptedBackend, ScriptedFailure
 
 _BLOCK = r"<{tag}>\n(.*?)\n</{tag}>"
+# The @2 templates' fences carry the request's boundary code: <<tag CODE>> ... <</tag CODE>>.
+_CODE = re.compile(r"<<question ([0-9a-f]{16})>>\n")
+_FENCED = r"<<{tag} {code}>>\n(.*?)\n<</{tag} {code}>>"
+LAST_LINE = "\nCriterion: "
 P_MET = 0.9
 
 
 def block(text: str, tag: str) -> str:
-    match = re.search(_BLOCK.format(tag=tag), text, re.S)
+    """A fence's content, read as a parser that knows the fences would read it."""
+    code = _CODE.search(text)
+    if code and tag == "criterion":  # @2: the criterion is the last line, unfenced
+        return text.rsplit(LAST_LINE, 1)[-1] if LAST_LINE in text else ""
+    pattern = _FENCED.format(tag=tag, code=code.group(1)) if code else _BLOCK.format(tag=tag)
+    match = re.search(pattern, text, re.S)
     return match.group(1) if match else ""
 
 

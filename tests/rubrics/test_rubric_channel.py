@@ -40,7 +40,7 @@ async def test_the_channel_scores_with_the_spec_rubric(api: httpx.AsyncClient) -
         assert result["total"] == pytest.approx(2.0 * reward)
     first = data["results"][0]["channels"]["rubric"]
     assert first["meta"]["rubric"] == {"id": rubric["id"], "version": 1, "name": "boil"}
-    assert first["meta"]["judge"]["template"] == "rubric_criterion@1"
+    assert first["meta"]["judge"]["template"] == "rubric_criterion@2"
     assert first["detail"]["criteria"] == pytest.approx({"c1": 0.9, "c2": 0.9, "c3": 0.1})
     metrics = first["meta"]["metrics"]
     assert metrics["pass_rate/c1"] == pytest.approx(first["meta"]["pass_rates"]["c1"])
@@ -99,4 +99,4 @@ async def test_the_channel_is_listed_and_pins_its_template(api: httpx.AsyncClien
         )
     ).json()
     assert verdict["valid"] is True
-    assert verdict["spec"]["channels"]["rubric"]["template"] == "rubric_implicit_reference@1"
+    assert verdict["spec"]["channels"]["rubric"]["template"] == "rubric_implicit_reference@2"

@@ -40,7 +40,7 @@ async def _score(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
 
 async def test_logprob_mode_on_the_real_judge(client: httpx.AsyncClient) -> None:
     data = await _score(client, show_reference=True)
-    assert data["judge"]["template"] == "rubric_criterion_reference@1"
+    assert data["judge"]["template"] == "rubric_criterion_reference@2"
     for result in data["results"]:
         assert result["status"] == "ok"
         ps = [criterion["p"] for criterion in result["criteria"]]
@@ -53,7 +53,7 @@ async def test_logprob_mode_on_the_real_judge(client: httpx.AsyncClient) -> None
 
 async def test_implicit_mode_on_the_real_judge(client: httpx.AsyncClient) -> None:
     data = await _score(client, mode="implicit")
-    assert data["judge"]["template"] == "rubric_implicit@1"
+    assert data["judge"]["template"] == "rubric_implicit@2"
     for result in data["results"]:
         assert result["status"] == "ok"
         assert len(result["distribution"]) == 10

@@ -5,6 +5,7 @@ its last word is in the response, else P = 0.1."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -44,7 +45,7 @@ async def test_logprob_rewards_are_the_signed_normalised_sum(api: httpx.AsyncCli
     )
     assert data["kind"] == "rewards" and data["mode"] == "logprob"
     assert data["rubric"] == {"id": rubric["id"], "version": 1, "name": "boil"}
-    assert data["judge"]["template"] == "rubric_criterion@1"
+    assert data["judge"]["template"] == "rubric_criterion@2"
     assert data["judge"]["model"] == "scripted-rubric-judge"
     assert [r["id"] for r in data["results"]] == ["c0", "mine", "c2"]
     wanted = [[0.9, 0.9, 0.1], [0.9, 0.1, 0.1], [0.1, 0.1, 0.9]]
@@ -72,10 +73,10 @@ async def test_each_completion_is_one_backend_call_with_the_criterion_last(
     assert [len(c) for c in calls] == [3, 3]
     for call, completion in zip(calls, (BOTH, ONE), strict=True):
         texts = [r.messages[-1]["content"] for r in call]
-        heads = {t[: t.rindex("<criterion>")] for t in texts}
+        heads = {t[: t.rindex("\nCriterion: ")] for t in texts}
         assert len(heads) == 1 and completion in heads.pop(), "a completion's rows share its head"
-        assert [t[t.rindex("<criterion>") :] for t in texts] == [
-            f"<criterion>\n{c['text']}\n</criterion>" for c in BOIL["criteria"]
+        assert [t[t.rindex("\nCriterion: ") :] for t in texts] == [
+            f"\nCriterion: {c['text']}" for c in BOIL["criteria"]
         ]
 
 
@@ -151,9 +152,11 @@ async def test_show_reference_uses_the_reference_template(
     data = await _score(
         api, rubric_id=rubric["id"], prompt="Q?", completions=[ONE], show_reference=True
     )
-    assert data["judge"]["template"] == "rubric_criterion_reference@1"
+    assert data["judge"]["template"] == "rubric_criterion_reference@2"
     prompt = scripted.calls[-1][0].messages[-1]["content"]  # type: ignore[union-attr]
-    assert f"<reference_answer>\n{BOIL['reference_answer']}\n</reference_answer>" in prompt
+    reference = re.escape(BOIL["reference_answer"])
+    fence = r"reference_answer [0-9a-f]{16}>>"
+    assert re.search(rf"<<{fence}\n{reference}\n<</{fence}", prompt)
     bare = await create(api, {**BOIL, "reference_answer": None})
     missing = {
         "rubric_id": bare["id"],
@@ -175,7 +178,7 @@ async def test_generate_mode_reads_strict_json_verdicts(api: httpx.AsyncClient) 
         mode="generate",
         completions=[BOTH, "PROSE", "PARTIAL: the air pressure is lower"],
     )
-    assert data["judge"]["template"] == "rubric_generate@1"
+    assert data["judge"]["template"] == "rubric_generate@2"
     good, prose, partial = data["results"]
     assert [c["p"] for c in good["criteria"]] == [1.0, 1.0, 0.0]
     assert good["reward"] == pytest.approx(1.0) and good["criteria"][0]["reason"] == "scripted"
@@ -189,7 +192,7 @@ async def test_implicit_mode_grades_against_the_whole_rubric(api: httpx.AsyncCli
     rubric = await create(api)
     body = {"rubric_id": rubric["id"], "prompt": "Q?", "mode": "implicit"}
     data = await _score(api, **body, completions=["GOOD answer", "meh"])
-    assert data["judge"]["template"] == "rubric_implicit@1"
+    assert data["judge"]["template"] == "rubric_implicit@2"
     good, meh = data["results"]
     assert good["distribution"] is not None and len(good["distribution"]) == 10
     assert sum(good["distribution"]) == pytest.approx(1.0)

@@ -18,7 +18,7 @@ from trainer import DEFAULT_PROMPTS, DEFAULT_SPEC, TrainConfig, load_prompts
 from trainer import cli as train_cli
 from trainer.callbacks import format_step_line
 from trainer.config import default_train_root
-from trainer.data import PromptFileError, as_rows
+from trainer.data import PromptFileError, as_rows, load_rows
 from trainer.metering import MeteredReward
 
 runner = CliRunner()
@@ -37,6 +37,14 @@ def test_prompts_from_jsonl_text_or_defaults(tmp_path: Path) -> None:
     assert load_prompts(jsonl) == ["Name a prime.", "Say hi."]
     assert load_prompts(text) == ["first prompt", "second prompt"]
     assert load_prompts(None) == list(DEFAULT_PROMPTS)
+    assert load_rows(jsonl) == [
+        {"prompt": "Name a prime.", "id": None},
+        {"prompt": "Say hi.", "id": 2},
+    ]
+    exported = tmp_path / "export.jsonl"
+    exported.write_text('{"prompt": "Q?", "rubric_id": "rb_ab@1"}\n')
+    [row] = as_rows(load_rows(exported), chat=True)
+    assert row == {"prompt": [{"role": "user", "content": "Q?"}], "rubric_id": "rb_ab@1"}
 
 
 @pytest.mark.parametrize(
