@@ -3,12 +3,13 @@ for trainers that score elsewhere (reward or admin scope). Thin handlers over Me
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import PathId, QueryId, service_of
+from services.core.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
 from services.core.schemas import INT32_MAX, Page
 from services.core.settings import Scope
 from services.memory.repository import RecordFilter
@@ -74,10 +75,31 @@ async def step(run_id: PathId, step: Step, service: Service) -> StepDetail:
     return await service.step(run_id, step)
 
 
-@router.post("/runs/{run_id}/steps/{step}", status_code=202, dependencies=Trainer)
-async def ingest(run_id: PathId, step: Step, body: IngestRequest, service: Service) -> IngestOut:
-    """Groups a trainer scored elsewhere, queued for the memory (``dropped``: queue full)."""
-    return await service.ingest(run_id, step, body)
+@router.post(
+    "/runs/{run_id}/steps/{step}",
+    status_code=202,
+    dependencies=Trainer,
+    response_model=IngestOut,
+)
+async def ingest(
+    run_id: PathId,
+    step: Step,
+    body: IngestRequest,
+    service: Service,
+    resources: ResourcesDep,
+    key: IdempotencyKey = None,
+) -> JSONResponse:
+    """Groups a trainer scored elsewhere, queued for the memory (``dropped``: queue full).
+
+    With an Idempotency-Key, a retry (or 20 concurrent ones) queues the groups once and gets
+    the first answer back, so a trainer's retry never counts a group twice."""
+
+    async def queue() -> dict[str, Any]:
+        return (await service.ingest(run_id, step, body)).model_dump()
+
+    payload = {"run_id": run_id, "step": step, **body.model_dump()}
+    answer = await resources.idempotency.run(key, "memory.ingest", payload, queue)
+    return JSONResponse(answer, status_code=202)
 
 
 @router.get("/records", dependencies=Admin)

@@ -181,6 +181,40 @@ async def test_trainers_that_score_elsewhere_post_their_steps(memory_app: Make) 
         assert (await trainer.post("/v1/memory/runs/x/steps/1", json=unknown)).status_code == 422
 
 
+async def test_twenty_concurrent_retries_of_an_ingest_count_its_groups_once(
+    memory_app: Make,
+) -> None:
+    """A trainer's retries with one Idempotency-Key (here 20 at once) queue the step's groups
+    once: every answer is the first one, and the step summary counts each group once."""
+    app = await memory_app(llm=ScriptedLLM(EDITS), memory_revise_every=100)
+    async with client(app, TRAINER) as trainer, client(app, ADMIN) as admin:
+        rubric_id = await create_rubric(trainer)
+        group = {
+            "prompt": "Why does water boil sooner up a mountain?",
+            "completions": ["Lower air pressure.", "It is colder."],
+            "rewards": [1.0, -0.5],
+            "verdicts": [{"c1": 0.9, "c2": 0.2, "c3": 0.1}, {"c1": 0.1, "c2": 0.3, "c3": 0.9}],
+        }
+        body = {"rubric_id": f"{rubric_id}@1", "groups": [group, group], "close": True}
+        headers = {"Idempotency-Key": "step-3-attempt"}
+        answers = await asyncio.gather(
+            *(
+                trainer.post("/v1/memory/runs/retried/steps/3", json=body, headers=headers)
+                for _ in range(20)
+            )
+        )
+        assert {a.status_code for a in answers} == {202}, [a.text for a in answers]
+        expected = {"run_id": "retried", "step": 3, "accepted": 2, "dropped": 0}
+        assert all(a.json() == expected for a in answers)
+        await settle(app, admin, "retried")
+        [summary] = (await admin.get("/v1/memory/runs/retried/steps")).json()["items"]
+        assert (summary["stats"]["groups"], summary["stats"]["completions"]) == (2, 4)
+        other = await trainer.post(
+            "/v1/memory/runs/retried/steps/4", json={**body, "close": False}, headers=headers
+        )
+        assert other.status_code == 409, "one key, another body: refused, not replayed"
+
+
 async def test_reward_hacking_is_flagged_on_the_run(memory_app: Make) -> None:
     app = await memory_app(llm=ScriptedLLM(EDITS), memory_revise_every=100)
 
