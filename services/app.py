@@ -17,6 +17,7 @@ from services.ordinal.app import component as ordinal_component
 from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
+from services.simulator.app import component as simulator_component
 from services.store.app import component as store_component
 
 
@@ -28,6 +29,7 @@ def components() -> list[Component]:
         judge_component(),
         rubrics_component(),
         karma_component(),
+        simulator_component(),
         rewards_component(),
         protocols_component(),
         store_component(),

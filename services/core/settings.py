@@ -28,6 +28,7 @@ from services.karma.settings import KarmaSettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
 from services.rubrics.settings import RubricsSettings
+from services.simulator.settings import SimulatorSettings
 
 
 class Scope(StrEnum):
@@ -106,6 +107,8 @@ class Settings(BaseSettings):
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
     karma: KarmaSettings = Field(default_factory=KarmaSettings)
+
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
 
     @field_validator("log_level")
     @classmethod
