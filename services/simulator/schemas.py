@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 from services.core.schemas import Message, Page, StrictModel
 from services.core.store_refs import MAX_REF_LENGTH, NAME_PATTERN, ref_problem
@@ -60,20 +60,21 @@ class TurnRequest(SimulatorInput):
 
     messages: list[Message] = Field(default_factory=list, max_length=1000)
 
-    @model_validator(mode="after")
-    def _dialogue(self) -> TurnRequest:
-        for i, message in enumerate(self.messages):
+    @field_validator("messages")
+    @classmethod
+    def _dialogue(cls, messages: list[Message]) -> list[Message]:
+        for i, message in enumerate(messages):
             if message.role not in ("user", "assistant"):
                 raise ValueError(
                     f"messages[{i}].role is {message.role!r}: a dialogue has only 'user' and "
                     "'assistant' messages (put the user's situation in 'goal')"
                 )
-        if self.messages and self.messages[-1].role != "assistant":
+        if messages and messages[-1].role != "assistant":
             raise ValueError(
                 "the last message must be the assistant's: the simulator writes the user's "
                 "answer to it"
             )
-        return self
+        return messages
 
 
 class SatisfactionOut(BaseModel):
