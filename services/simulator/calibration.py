@@ -11,7 +11,7 @@ A calibration (Calibrated Interactive RL, ``shared/design/METHODS.md``) is two f
 Then both simulators, the prompted base model and the calibrated one, write the user's turn at
 held-out real contexts and :mod:`services.simulator.realism` compares them with the real ones.
 
-The CPU default (``max_steps=60`` of 4 examples at most 256 tokens, 1,500 rated turns, 40
+The CPU default (``max_steps=100`` of 4 examples at most 256 tokens, 1,500 rated turns, 50
 held-out contexts per domain) is sized to finish within 30 minutes on two cores; see
 BENCHMARKS.md for the measured time. Larger runs change only the numbers (GPU: ``device``).
 """
@@ -38,6 +38,7 @@ from services.simulator.predictor import (
     pair_texts,
 )
 from services.simulator.prompting import (
+    MAX_HISTORY,
     Said,
     satisfaction_messages,
     simulator_messages,
@@ -58,7 +59,7 @@ class CalibrationConfig(BaseModel):
         max_length=8,
         description="the shared USS sets (sgd, mwoz, ccpe) or USS-format files on the server",
     )
-    max_steps: int = Field(default=60, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
+    max_steps: int = Field(default=100, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
     batch_size: int = Field(default=4, ge=1, le=256)
     learning_rate: float = Field(default=3e-4, gt=0, le=1)
     lora_rank: int = Field(default=8, ge=1, le=256)
@@ -72,7 +73,7 @@ class CalibrationConfig(BaseModel):
     )
     eval_split: Literal["dev", "test"] = Field(default="test")
     eval_per_domain: int = Field(
-        default=40, ge=10, le=100_000, description="held-out contexts per domain"
+        default=50, ge=10, le=100_000, description="held-out contexts per domain"
     )
     measure_before: bool = Field(
         default=True, description="also measure the uncalibrated (prompted) simulator"
@@ -90,15 +91,31 @@ class CalibrationResult:
     metrics: dict[str, Any]
 
 
-def sft_rows(items: Sequence[uss.UserTurnExample]) -> list[dict[str, Any]]:
+def sft_rows(
+    items: Sequence[uss.UserTurnExample], tokenizer: Any, max_length: int
+) -> list[dict[str, Any]]:
     """Conversational prompt-completion rows: TRL masks the prompt, so only the user's turn
-    is learned."""
+    is learned. The oldest turns are dropped until prompt and turn fit ``max_length`` tokens
+    (TRL cuts the end, which would drop the very turn to learn); a turn too long even alone
+    is left out."""
     rows = []
     for item in items:
-        prompt = simulator_messages(item.goal, said(item.history))
         completion = [{"role": "assistant", "content": target_text(item.text, item.is_last)}]
-        rows.append({"prompt": [dict(m) for m in prompt], "completion": completion})
+        history = said(item.history)
+        for keep in range(min(len(history), MAX_HISTORY), -1, -1):
+            prompt = simulator_messages(item.goal, history[len(history) - keep :])
+            ids = tokenizer.apply_chat_template([*prompt, *completion], tokenize=True)
+            if len(_ids(ids)) <= max_length:
+                rows.append({"prompt": [dict(m) for m in prompt], "completion": completion})
+                break
     return rows
+
+
+def _ids(encoded: Any) -> list[int]:
+    """Token ids from apply_chat_template (a list, or a BatchEncoding in transformers 5)."""
+    if isinstance(encoded, list):
+        return encoded
+    return list(encoded["input_ids"])
 
 
 def said(history: Sequence[uss.Turn]) -> list[Said]:
@@ -207,6 +224,11 @@ def _train_lora(
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             progress(state.global_step, config.max_steps, "train")
 
+    rows = sft_rows(items, tokenizer, config.max_length)
+    if not rows:
+        raise uss.DialogueDataError(
+            f"no user turn fits max_length={config.max_length} tokens", param="max_length"
+        )
     with tempfile.TemporaryDirectory(prefix="plaudit-sim-") as work:
         args = SFTConfig(
             output_dir=work,
@@ -228,7 +250,7 @@ def _train_lora(
         trainer = SFTTrainer(
             model=model,
             args=args,
-            train_dataset=Dataset.from_list(sft_rows(items)),
+            train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
             peft_config=lora,
             callbacks=[Steps()],
@@ -239,6 +261,7 @@ def _train_lora(
         losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     return {
         "steps": int(result.global_step),
+        "examples": len(rows),
         "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
         "lora": {"rank": config.lora_rank, "alpha": config.lora_alpha},
     }
