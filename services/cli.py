@@ -14,6 +14,7 @@ import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
 from services.karma.cli import karma_app
+from services.simulator.cli import simulator_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ APPS = {
     "ordinal": "services.ordinal.app:create_app",
     "diversity": "services.diversity.app:create_app",
     "judge": "services.judge.app:create_app",
+    "simulator": "services.simulator.app:create_app",
 }
 
 app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
@@ -33,6 +35,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(karma_app, name="karma")
+app.add_typer(simulator_app, name="simulator")
 app.command("train")(train)
 
 

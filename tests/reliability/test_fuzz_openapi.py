@@ -38,12 +38,15 @@ def fuzz_schema(settings: Settings, tmp_path: Path) -> Iterator[Any]:
     """The app on both set-ups (SQLite; Postgres and Redis), started once by schemathesis.
 
     KARMA's training data folder is empty here, so a fuzzed ``POST /v1/karma/train`` is
-    checked (a 422 for data it cannot use) without training real models for minutes.
+    checked (a 422 for data it cannot use) without training real models for minutes; so is the
+    simulator's USS folder, for ``POST /v1/simulator/calibrations``.
     """
     active = settings.with_overrides(
         api_keys={KEY: ["admin", "reward"]},
         karma_data_dir=tmp_path / "no-karma-data",
         karma_models_dir=tmp_path / "karma-models",
+        simulator_data_dir=tmp_path / "no-uss-data",
+        simulator_episode_timeout_s=2,
     )
     app = create_app(active, embedder=load_embedder("bundled"), judge_backend=ScriptedBackend())
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
