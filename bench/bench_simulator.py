@@ -40,7 +40,7 @@ def calibrate(out: Path, threads: int | None) -> dict[str, Any]:
     from services.simulator.calibration import CalibrationConfig
     from services.simulator.calibration import calibrate as run
 
-    settings = Settings()  # type: ignore[call-arg]
+    settings = Settings()
     base = resolve_model_dir(None, settings.models_dir)
     embedder = load_embedder("bundled")
     config = CalibrationConfig(threads=threads)
@@ -70,7 +70,7 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
     from services.simulator.service import SimulatorService
 
     with tempfile.TemporaryDirectory() as root:
-        settings = Settings(data_dir=Path(root), simulator_backend="local")  # type: ignore[call-arg]
+        settings = Settings(data_dir=Path(root), simulator_backend="local")
         app = create_app(settings)
         out: dict[str, Any] = {}
         async with app.router.lifespan_context(app):
@@ -98,8 +98,13 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
                     response.raise_for_status()
                     return time.perf_counter() - start
 
+                samples = {}
                 for ref in refs:
                     await one(ref, 0)  # load
+                    body = {"goal": GOAL, "messages": DIALOGUE, "calibration": ref, "seed": 7}
+                    samples[ref or "uncalibrated"] = (
+                        await client.post("/v1/simulator/turn", json=body)
+                    ).json()
                     single = [await one(ref, k) for k in range(repeats)]
                     start = time.perf_counter()
                     for k in range(CONCURRENT):
@@ -114,6 +119,9 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
                         f"{CONCURRENT}_concurrent_s": round(concurrent, 2),
                         "speedup": round(sequential / concurrent, 2),
                     }
+                listing = (await client.get("/v1/simulator/calibrations")).json()
+        out["samples"] = samples
+        out["listing"] = listing
         return out
 
 

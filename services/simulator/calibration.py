@@ -11,7 +11,7 @@ A calibration (Calibrated Interactive RL, ``shared/design/METHODS.md``) is two f
 Then both simulators, the prompted base model and the calibrated one, write the user's turn at
 held-out real contexts and :mod:`services.simulator.realism` compares them with the real ones.
 
-The CPU default (``max_steps=100`` of 4 examples at most 256 tokens, 1,500 rated turns, 50
+The CPU default (``max_steps=40`` of 4 examples at most 256 tokens, 1,500 rated turns, 40
 held-out contexts per domain) is sized to finish within 30 minutes on two cores; see
 BENCHMARKS.md for the measured time. Larger runs change only the numbers (GPU: ``device``).
 """
@@ -59,7 +59,7 @@ class CalibrationConfig(BaseModel):
         max_length=8,
         description="the shared USS sets (sgd, mwoz, ccpe) or USS-format files on the server",
     )
-    max_steps: int = Field(default=100, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
+    max_steps: int = Field(default=40, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
     batch_size: int = Field(default=4, ge=1, le=256)
     learning_rate: float = Field(default=3e-4, gt=0, le=1)
     lora_rank: int = Field(default=8, ge=1, le=256)
@@ -73,7 +73,7 @@ class CalibrationConfig(BaseModel):
     )
     eval_split: Literal["dev", "test"] = Field(default="test")
     eval_per_domain: int = Field(
-        default=50, ge=10, le=100_000, description="held-out contexts per domain"
+        default=40, ge=10, le=100_000, description="held-out contexts per domain"
     )
     measure_before: bool = Field(
         default=True, description="also measure the uncalibrated (prompted) simulator"

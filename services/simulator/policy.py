@@ -49,7 +49,7 @@ class PolicyClient:
         }
         try:
             response = await self._client.post(self._url, json=body)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             raise PolicyError(
                 f"the policy at {self.spec.base_url} is unreachable: {exc!r}"
             ) from exc
