@@ -83,7 +83,9 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
                 )
                 refs.append(saved.ref)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://b", timeout=600
+            ) as client:
 
                 async def one(ref: str | None, seed: int) -> float:
                     body = {
@@ -120,9 +122,31 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
                         "speedup": round(sequential / concurrent, 2),
                     }
                 listing = (await client.get("/v1/simulator/calibrations")).json()
+                out["episode"] = await episode(client, service, refs[-1])
         out["samples"] = samples
         out["listing"] = listing
         return out
+
+
+async def episode(client: httpx.AsyncClient, service: Any, ref: str | None) -> dict[str, Any]:
+    """One episode against a real OpenAI-compatible policy: SmolLM2 served by the tests'
+    stand-in server (``tests/simulator/policy_server.py``) on a loopback port."""
+    from tests.simulator.policy_server import policy_app, serving
+
+    base = service.base
+    await base.start()
+    with serving(policy_app(base.model_dir)) as url:
+        body = {
+            "goal": GOAL,
+            "policy": {"base_url": f"{url}/v1", "model": "smollm2", "max_tokens": 48},
+            "max_turns": 3,
+            "calibration": ref,
+            "seed": 11,
+        }
+        start = time.perf_counter()
+        response = await client.post("/v1/simulator/episodes", json=body, timeout=600)
+        seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 1), "answer": response.json()}
 
 
 def main() -> None:
