@@ -109,10 +109,13 @@ class PolicySpec(StrictModel):
     """An OpenAI-compatible chat server playing the assistant."""
 
     base_url: str = Field(
-        min_length=8, max_length=2000, pattern=r"^https?://\S+$", description="with /v1"
+        min_length=8,
+        max_length=2000,
+        pattern=r"^https?://[!-~]+$",
+        description="with /v1 (printable ASCII: encode other characters)",
     )
     model: str = Field(min_length=1, max_length=200)
-    api_key: str | None = Field(default=None, max_length=500)
+    api_key: str | None = Field(default=None, max_length=500, pattern=r"^[!-~]+$")
     system_prompt: str | None = Field(default=None, max_length=MAX_GOAL)
     temperature: float = Field(default=0.0, ge=0, le=2)
     max_tokens: int = Field(default=256, ge=1, le=4096)
