@@ -149,16 +149,51 @@ async def episode(client: httpx.AsyncClient, service: Any, ref: str | None) -> d
     return {"seconds": round(seconds, 1), "answer": response.json()}
 
 
+def table(metrics: dict[str, Any]) -> str:
+    """The BENCHMARKS.md table: per domain, before vs after."""
+    realism = metrics["realism"]
+
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    rows = [
+        "| domain | classifier acc. before / after | length W1 before / after (words) | "
+        "question rate real / before / after | distinct-2 real / before / after | "
+        "ends: real / before / after | satisfaction acc. before / after (majority) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    before, after = realism["before"], realism["after"]
+    for domain in [*sorted(after["domains"]), "all"]:
+        b = before["all"] if domain == "all" else before["domains"][domain]
+        a = after["all"] if domain == "all" else after["domains"][domain]
+        rows.append(
+            f"| {domain} ({a['turns']}) "
+            f"| {pct(b['classifier_accuracy'])} / **{pct(a['classifier_accuracy'])}** "
+            f"| {b['length_w1']:.1f} / **{a['length_w1']:.1f}** "
+            f"| {pct(a['question_rate']['real'])} / {pct(b['question_rate']['simulated'])} / "
+            f"{pct(a['question_rate']['simulated'])} "
+            f"| {a['distinct_2']['real']:.2f} / {b['distinct_2']['simulated']:.2f} / "
+            f"{a['distinct_2']['simulated']:.2f} "
+            f"| {pct(a['end']['real_rate'])} / {pct(b['end']['simulated_rate'])} / "
+            f"{pct(a['end']['simulated_rate'])} "
+            f"| {pct(b['satisfaction']['accuracy'])} / {pct(a['satisfaction']['accuracy'])} "
+            f"({pct(a['satisfaction']['majority_accuracy'])}) |"
+        )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["calibrate", "turns"])
+    parser.add_argument("what", choices=["calibrate", "turns", "table"])
     parser.add_argument("--out", type=Path, default=Path("/tmp/plaudit-simcal"))
     parser.add_argument("--calibration", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print(f"machine: {machine()}")
-    if args.what == "calibrate":
+    if args.what == "table":
+        print(table(json.loads((args.out / "calibration.json").read_text())))
+    elif args.what == "calibrate":
         metrics = calibrate(args.out, args.threads)
         print(json.dumps(metrics, indent=2))
     else:
