@@ -59,11 +59,15 @@ def component() -> Component:
     def build(resources: Resources) -> SimulatorService:
         backend, owned = base_backend(resources)
         service = SimulatorService(
-            resources.settings, resources.artifacts, resources.embedder, backend
+            resources.settings,
+            resources.artifacts,
+            resources.embedder,
+            backend,
+            loaded=resources.loaded,
         )
         resources.closers.append(service.aclose)
-        if owned:  # loaded on the first turn, not at start-up
-            resources.closers.append(backend.aclose)
+        if owned:  # its own model loads in the background with the others
+            resources.manage("simulator", backend)
         jobs.register(resources.job_registry, service, resources.settings)
         return service
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,8 @@ class SimulatorService:
         store: ArtifactStore,
         embedder: BatchedEmbedder | None,
         base: JudgeBackend,
+        *,
+        loaded: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.section = settings.simulator
@@ -77,6 +79,9 @@ class SimulatorService:
         self._loaded: OrderedDict[str, _Calibrated] = OrderedDict()
         self._lock = asyncio.Lock()
         self._started = False
+        # models load one at a time at start-up (two threads importing transformers at once
+        # can see a half-initialised module): wait for them before loading one here
+        self._loaded_models = loaded
 
     @property
     def embedder(self) -> BatchedEmbedder | None:
@@ -164,9 +169,20 @@ class SimulatorService:
 
     async def _base(self) -> JudgeBackend:
         if not self._started:
-            await self.base.start()
+            await self._after_startup_loads()
+            try:
+                await self.base.start()
+            except Exception as exc:
+                raise BackendUnavailable(
+                    f"the simulator's model could not be loaded: {type(exc).__name__}: {exc}",
+                    retry_after=30,
+                ) from exc
             self._started = True
         return self.base
+
+    async def _after_startup_loads(self) -> None:
+        if self._loaded_models is not None:
+            await self._loaded_models()
 
     # --- episodes -----------------------------------------------------------------------
 
@@ -264,6 +280,7 @@ class SimulatorService:
         folder = self._store.payload_path(version)
         if folder is None or not folder.is_dir():
             raise BackendUnavailable(f"the files of the calibration {version.ref} are missing")
+        await self._after_startup_loads()
         predictor = await asyncio.to_thread(SatisfactionPredictor.load, folder)
         judge = self.settings.judge
         backend = CalibratedBackend(
