@@ -20,6 +20,7 @@ from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.synthesis.app import component as synthesis_component
+from services.simulator.app import component as simulator_component
 from services.store.app import component as store_component
 
 
@@ -32,6 +33,7 @@ def components() -> list[Component]:
         synthesis_component(),  # before rubrics: /v1/rubrics/instances is no rubric id
         rubrics_component(),
         karma_component(),
+        simulator_component(),
         rewards_component(),
         protocols_component(),
         memory_component(),

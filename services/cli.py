@@ -15,6 +15,7 @@ from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
 from services.karma.cli import karma_app
 from services.rubrics.cli import rubrics_app
+from services.simulator.cli import simulator_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ APPS = {
     "ordinal": "services.ordinal.app:create_app",
     "diversity": "services.diversity.app:create_app",
     "judge": "services.judge.app:create_app",
+    "simulator": "services.simulator.app:create_app",
 }
 
 app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
@@ -35,6 +37,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(karma_app, name="karma")
 app.add_typer(rubrics_app, name="rubrics")
+app.add_typer(simulator_app, name="simulator")
 app.command("train")(train)
 
 

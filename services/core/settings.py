@@ -29,6 +29,7 @@ from services.memory.settings import MemorySettings
 from services.ordinal.settings import OrdinalSettings
 from services.protocols.settings import ProtocolsSettings
 from services.rubrics.settings import RubricsSettings
+from services.simulator.settings import SimulatorSettings
 
 
 class Scope(StrEnum):
@@ -109,6 +110,7 @@ class Settings(BaseSettings):
     karma: KarmaSettings = Field(default_factory=KarmaSettings)
 
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
 
     @field_validator("log_level")
     @classmethod

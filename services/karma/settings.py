@@ -7,8 +7,7 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field
 
-#: Where the shared reddit_karma data lives on the project's machines.
-SHARED_DATA_DIR = Path("/work/shared/data/reddit_karma")
+from services.core.shared_data import shared_data_dir
 
 
 def default_models_dir() -> Path:
@@ -20,7 +19,7 @@ class KarmaSettings(BaseModel):
     """``PLAUDIT_KARMA_DATA_DIR``, ``PLAUDIT_KARMA_MODELS_DIR``, ``PLAUDIT_KARMA_MODEL``, ..."""
 
     data_dir: Path = Field(
-        default=SHARED_DATA_DIR,
+        default_factory=lambda: shared_data_dir("reddit_karma"),
         description="folder with threads/comments/pairs.jsonl.gz, used for --data reddit_karma",
     )
     models_dir: Path = Field(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from scipy.stats import spearmanr
 
+from services.core.shared_data import shared_data_dir
 from services.karma.data import KarmaData, Pair, Reply, load_reddit_karma
 from services.karma.evaluation import (
     EvalOptions,
@@ -19,7 +20,8 @@ from services.karma.evaluation import (
     within_thread_spearman,
 )
 from services.karma.features import KarmaInput
-from services.karma.settings import SHARED_DATA_DIR
+
+SHARED_DATA_DIR = shared_data_dir("reddit_karma")
 
 
 def test_pair_accuracy_counts_a_tie_half() -> None:

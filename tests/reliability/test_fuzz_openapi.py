@@ -38,15 +38,18 @@ def fuzz_schema(settings: Settings, tmp_path: Path) -> Iterator[Any]:
     """The app on both set-ups (SQLite; Postgres and Redis), started once by schemathesis.
 
     KARMA's training data folder is empty here, so a fuzzed ``POST /v1/karma/train`` is
-    checked (a 422 for data it cannot use) without training real models for minutes. A
-    synthesis job takes at most two documents here (more is a 422), so a fuzzed
-    ``POST /v1/rubrics/synthesize`` starts only small jobs on the scripted judge.
+    checked (a 422 for data it cannot use) without training real models for minutes; so is the
+    simulator's USS folder, for ``POST /v1/simulator/calibrations``. A synthesis job takes at
+    most two documents here (more is a 422), so a fuzzed ``POST /v1/rubrics/synthesize`` starts
+    only small jobs on the scripted judge.
     """
     active = settings.with_overrides(
         api_keys={KEY: ["admin", "reward"]},
         karma_data_dir=tmp_path / "no-karma-data",
         karma_models_dir=tmp_path / "karma-models",
         rubrics_synthesis_max_documents=2,
+        simulator_data_dir=tmp_path / "no-uss-data",
+        simulator_episode_timeout_s=2,
     )
     app = create_app(active, embedder=load_embedder("bundled"), judge_backend=ScriptedBackend())
     yield schemathesis.openapi.from_asgi("/openapi.json", app)

@@ -1,0 +1,204 @@
+"""The user simulator: a default calibration (time, memory, realism before vs after), then turn
+latency, one at a time vs 16 concurrent, uncalibrated and calibrated.
+
+``calibrate`` runs ``plaudit simulator calibrate``'s default in-process (the shared USS data,
+the CPU default config) and writes its metrics and the calibration folder; ``turns`` serves the
+simulator app in-process (httpx ASGI transport, SQLite in a temp dir) with that calibration
+stored as ``uss@1`` and times ``POST /v1/simulator/turn``::
+
+    OMP_NUM_THREADS=2 nice -n 10 python -m bench.bench_simulator calibrate --out /tmp/simcal
+    OMP_NUM_THREADS=1 nice -n 10 python -m bench.bench_simulator turns --calibration /tmp/simcal
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import machine
+
+GOAL = "You want a cheap Italian restaurant in the centre of town for two people tonight."
+DIALOGUE = [
+    {"role": "user", "content": "Hi, I need a place to eat tonight."},
+    {"role": "assistant", "content": "Sure. What kind of food and which part of town?"},
+]
+CONCURRENT = 16
+
+
+def calibrate(out: Path, threads: int | None) -> dict[str, Any]:
+    from judges.backends.convert import resolve_model_dir
+    from services.core.embedder import load_embedder
+    from services.core.settings import Settings
+    from services.simulator.calibration import CalibrationConfig
+    from services.simulator.calibration import calibrate as run
+
+    settings = Settings()
+    base = resolve_model_dir(None, settings.models_dir)
+    embedder = load_embedder("bundled")
+    config = CalibrationConfig(threads=threads)
+    last = [""]
+
+    def progress(done: int, total: int, stage: str) -> None:
+        if stage != last[0] or done == total:
+            print(f"  {stage}: {done}/{total}", flush=True)
+            last[0] = stage
+
+    result = run(
+        config,
+        base_dir=base,
+        data_dir=settings.simulator.data_dir,
+        roots=[],
+        out=out,
+        embed=embedder.embed,
+        progress=progress,
+    )
+    (out / "calibration.json").write_text(json.dumps(result.metrics, indent=2))
+    return result.metrics
+
+
+async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
+    from services.core.settings import Settings
+    from services.simulator.app import create_app
+    from services.simulator.service import SimulatorService
+
+    with tempfile.TemporaryDirectory() as root:
+        settings = Settings(data_dir=Path(root), simulator_backend="local")
+        app = create_app(settings)
+        out: dict[str, Any] = {}
+        async with app.router.lifespan_context(app):
+            service = app.state.resources.services.require(SimulatorService)
+            refs: list[str | None] = [None]
+            if calibration is not None:
+                metrics = json.loads((calibration / "calibration.json").read_text())
+                saved = await service.save(
+                    calibration, metrics, "uss", owner=None, job_id=None, note="bench"
+                )
+                refs.append(saved.ref)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://b", timeout=600
+            ) as client:
+
+                async def one(ref: str | None, seed: int) -> float:
+                    body = {
+                        "goal": GOAL,
+                        "messages": DIALOGUE,
+                        "calibration": ref,
+                        "temperature": 0.8,
+                        "seed": seed,
+                    }
+                    start = time.perf_counter()
+                    response = await client.post("/v1/simulator/turn", json=body)
+                    response.raise_for_status()
+                    return time.perf_counter() - start
+
+                samples = {}
+                for ref in refs:
+                    await one(ref, 0)  # load
+                    body = {"goal": GOAL, "messages": DIALOGUE, "calibration": ref, "seed": 7}
+                    samples[ref or "uncalibrated"] = (
+                        await client.post("/v1/simulator/turn", json=body)
+                    ).json()
+                    single = [await one(ref, k) for k in range(repeats)]
+                    start = time.perf_counter()
+                    for k in range(CONCURRENT):
+                        await one(ref, 100 + k)
+                    sequential = time.perf_counter() - start
+                    start = time.perf_counter()
+                    await asyncio.gather(*(one(ref, 200 + k) for k in range(CONCURRENT)))
+                    concurrent = time.perf_counter() - start
+                    out[ref or "uncalibrated"] = {
+                        "turn_latency_median_s": round(statistics.median(single), 3),
+                        f"{CONCURRENT}_one_at_a_time_s": round(sequential, 2),
+                        f"{CONCURRENT}_concurrent_s": round(concurrent, 2),
+                        "speedup": round(sequential / concurrent, 2),
+                    }
+                listing = (await client.get("/v1/simulator/calibrations")).json()
+                out["episode"] = await episode(client, service, refs[-1])
+        out["samples"] = samples
+        out["listing"] = listing
+        return out
+
+
+async def episode(client: httpx.AsyncClient, service: Any, ref: str | None) -> dict[str, Any]:
+    """One episode against a real OpenAI-compatible policy: SmolLM2 served by the tests'
+    stand-in server (``tests/simulator/policy_server.py``) on a loopback port."""
+    from tests.simulator.policy_server import policy_app, serving
+
+    base = service.base
+    await base.start()
+    with serving(policy_app(base.model_dir)) as url:
+        body = {
+            "goal": GOAL,
+            "policy": {"base_url": f"{url}/v1", "model": "smollm2", "max_tokens": 48},
+            "max_turns": 3,
+            "calibration": ref,
+            "seed": 11,
+        }
+        start = time.perf_counter()
+        response = await client.post("/v1/simulator/episodes", json=body, timeout=600)
+        seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 1), "answer": response.json()}
+
+
+def table(metrics: dict[str, Any]) -> str:
+    """The BENCHMARKS.md table: per domain, before vs after."""
+    realism = metrics["realism"]
+
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    rows = [
+        "| domain | classifier acc. before / after | length W1 before / after (words) | "
+        "question rate real / before / after | distinct-2 real / before / after | "
+        "ends: real / before / after | satisfaction acc. before / after (majority) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    before, after = realism["before"], realism["after"]
+    for domain in [*sorted(after["domains"]), "all"]:
+        b = before["all"] if domain == "all" else before["domains"][domain]
+        a = after["all"] if domain == "all" else after["domains"][domain]
+        rows.append(
+            f"| {domain} ({a['turns']}) "
+            f"| {pct(b['classifier_accuracy'])} / **{pct(a['classifier_accuracy'])}** "
+            f"| {b['length_w1']:.1f} / **{a['length_w1']:.1f}** "
+            f"| {pct(a['question_rate']['real'])} / {pct(b['question_rate']['simulated'])} / "
+            f"{pct(a['question_rate']['simulated'])} "
+            f"| {a['distinct_2']['real']:.2f} / {b['distinct_2']['simulated']:.2f} / "
+            f"{a['distinct_2']['simulated']:.2f} "
+            f"| {pct(a['end']['real_rate'])} / {pct(b['end']['simulated_rate'])} / "
+            f"{pct(a['end']['simulated_rate'])} "
+            f"| {pct(b['satisfaction']['accuracy'])} / {pct(a['satisfaction']['accuracy'])} "
+            f"({pct(a['satisfaction']['majority_accuracy'])}) |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["calibrate", "turns", "table"])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/plaudit-simcal"))
+    parser.add_argument("--calibration", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    if args.what == "table":
+        print(table(json.loads((args.out / "calibration.json").read_text())))
+    elif args.what == "calibrate":
+        metrics = calibrate(args.out, args.threads)
+        print(json.dumps(metrics, indent=2))
+    else:
+        print(json.dumps(asyncio.run(turns(args.calibration, args.repeats)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,368 @@
+"""Calibrating the simulator to real users, and measuring its realism (blocking; jobs and the
+CLI run it in a thread).
+
+A calibration (Calibrated Interactive RL, ``shared/design/METHODS.md``) is two fitted parts:
+
+* a LoRA adapter on the simulator's chat model, trained with TRL's ``SFTTrainer`` (peft) on
+  real user turns given their dialogue so far (prompt-completion data: the loss is on the
+  user's turn only; a dialogue's last user turn ends with the end marker);
+* a satisfaction predictor (:mod:`services.simulator.predictor`) fitted on the rated turns.
+
+Then both simulators, the prompted base model and the calibrated one, write the user's turn at
+held-out real contexts and :mod:`services.simulator.realism` compares them with the real ones.
+
+The CPU default (``max_steps=40`` of 4 examples at most 256 tokens, 1,500 rated turns, 40
+held-out contexts per domain) is sized to finish within 30 minutes on two cores; see
+BENCHMARKS.md for the measured time. Larger runs change only the numbers (GPU: ``device``).
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from services.simulator import data as uss
+from services.simulator.predictor import (
+    SatisfactionPredictor,
+    features,
+    fit,
+    pair_texts,
+)
+from services.simulator.prompting import (
+    MAX_HISTORY,
+    Said,
+    satisfaction_messages,
+    simulator_messages,
+    target_text,
+)
+from services.simulator.realism import Embed, Simulated, report
+
+Progress = Callable[[int, int, str], None]
+METRICS_FILE = "calibration.json"
+
+
+class CalibrationConfig(BaseModel):
+    """Every option of a calibration (``POST /v1/simulator/calibrations``, the CLI)."""
+
+    data: list[str] = Field(
+        default_factory=lambda: ["sgd", "mwoz", "ccpe"],
+        min_length=1,
+        max_length=8,
+        description="the shared USS sets (sgd, mwoz, ccpe) or USS-format files on the server",
+    )
+    max_steps: int = Field(default=40, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
+    batch_size: int = Field(default=4, ge=1, le=256)
+    learning_rate: float = Field(default=3e-4, gt=0, le=1)
+    lora_rank: int = Field(default=8, ge=1, le=256)
+    lora_alpha: int = Field(default=16, ge=1, le=1024)
+    max_length: int = Field(default=256, ge=32, le=8192, description="tokens per example")
+    max_train_turns: int | None = Field(
+        default=None, ge=1, description="user turns sampled for LoRA (default steps*batch)"
+    )
+    satisfaction_turns: int = Field(
+        default=1500, ge=10, le=1_000_000, description="rated turns the predictor is fitted on"
+    )
+    eval_split: Literal["dev", "test"] = Field(default="test")
+    eval_per_domain: int = Field(
+        default=40, ge=10, le=100_000, description="held-out contexts per domain"
+    )
+    measure_before: bool = Field(
+        default=True, description="also measure the uncalibrated (prompted) simulator"
+    )
+    temperature: float = Field(default=0.7, ge=0, le=2, description="sampling when measuring")
+    max_new_tokens: int = Field(default=48, ge=1, le=512)
+    threads: int | None = Field(default=None, ge=1, le=256, description="torch CPU threads")
+    device: str = Field(default="cpu", pattern="^(cpu|cuda|cuda:[0-9]+|mps)$")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+
+@dataclass
+class CalibrationResult:
+    path: Path
+    metrics: dict[str, Any]
+
+
+def sft_rows(
+    items: Sequence[uss.UserTurnExample], tokenizer: Any, max_length: int
+) -> list[dict[str, Any]]:
+    """Conversational prompt-completion rows: TRL masks the prompt, so only the user's turn
+    is learned. The oldest turns are dropped until prompt and turn fit ``max_length`` tokens
+    (TRL cuts the end, which would drop the very turn to learn); a turn too long even alone
+    is left out."""
+    rows = []
+    for item in items:
+        completion = [{"role": "assistant", "content": target_text(item.text, item.is_last)}]
+        history = said(item.history)
+        for keep in range(min(len(history), MAX_HISTORY), -1, -1):
+            prompt = simulator_messages(item.goal, history[len(history) - keep :])
+            ids = tokenizer.apply_chat_template([*prompt, *completion], tokenize=True)
+            if len(_ids(ids)) <= max_length:
+                rows.append({"prompt": [dict(m) for m in prompt], "completion": completion})
+                break
+    return rows
+
+
+def _ids(encoded: Any) -> list[int]:
+    """Token ids from apply_chat_template (a list, or a BatchEncoding in transformers 5)."""
+    if isinstance(encoded, list):
+        return encoded
+    return list(encoded["input_ids"])
+
+
+def said(history: Sequence[uss.Turn]) -> list[Said]:
+    return [Said(t.role == "user", t.text) for t in history]
+
+
+def calibrate(
+    config: CalibrationConfig,
+    *,
+    base_dir: Path,
+    data_dir: Path,
+    roots: Sequence[Path],
+    out: Path,
+    embed: Embed,
+    progress: Progress | None = None,
+) -> CalibrationResult:
+    """Fit a calibration into ``out`` (``adapter/``, ``predictor.json``) and measure it."""
+    import torch
+
+    report_progress = progress or (lambda done, total, stage: None)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    started = time.monotonic()
+    report_progress(0, 1, "loading")
+    dialogues = uss.load(config.data, data_dir, roots)
+    train = uss.examples(uss.in_split(dialogues, "train"))
+    if not train:
+        raise uss.DialogueDataError("no dialogues in the train split", param="data")
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(config.seed)
+
+    lora_started = time.monotonic()
+    turns = config.max_train_turns or max(1, config.max_steps * config.batch_size)
+    lora_items = rng.sample(train, min(turns, len(train)))
+    training = _train_lora(config, base_dir, lora_items, out, report_progress)
+    training["seconds"] = round(time.monotonic() - lora_started, 1)
+
+    report_progress(0, 1, "satisfaction")
+    rated = [item for item in train if item.satisfaction is not None]
+    rated = rng.sample(rated, min(config.satisfaction_turns, len(rated)))
+    predictor = fit_predictor(rated, embed, seed=config.seed)
+    predictor.save(out)
+    levels = [item.satisfaction for item in rated if item.satisfaction is not None]
+    majority = max(set(levels), key=levels.count)
+
+    realism = measure(
+        config,
+        dialogues,
+        base_dir=base_dir,
+        adapter_dir=out / "adapter" if (out / "adapter").is_dir() else None,
+        predictor=predictor,
+        embed=embed,
+        majority=majority,
+        progress=report_progress,
+    )
+    metrics = {
+        "base_model": base_dir.name,
+        "data": {
+            "sources": config.data,
+            "dialogues": len(dialogues),
+            "train_user_turns": len(train),
+            "lora_turns": len(lora_items),
+            "satisfaction_turns": len(rated),
+            "majority_level": majority,
+        },
+        "training": {
+            **training,
+            "total_seconds": round(time.monotonic() - started, 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        },
+        "realism": realism,
+        "params": config.model_dump(),
+    }
+    return CalibrationResult(out, metrics)
+
+
+def _train_lora(
+    config: CalibrationConfig,
+    base_dir: Path,
+    items: Sequence[uss.UserTurnExample],
+    out: Path,
+    progress: Progress,
+) -> dict[str, Any]:
+    """LoRA through TRL's SFTTrainer; the adapter goes to ``out/adapter``."""
+    if config.max_steps == 0:
+        return {"steps": 0, "loss": None, "lora": None}
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
+
+    from services.simulator.model import ADAPTER_DIR, load_merged
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+    model = load_merged(base_dir, None).train()
+    lora = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.05,
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+        task_type="CAUSAL_LM",
+    )
+
+    class Steps(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            progress(state.global_step, config.max_steps, "train")
+
+    rows = sft_rows(items, tokenizer, config.max_length)
+    if not rows:
+        raise uss.DialogueDataError(
+            f"no user turn fits max_length={config.max_length} tokens", param="max_length"
+        )
+    with tempfile.TemporaryDirectory(prefix="plaudit-sim-") as work:
+        args = SFTConfig(
+            output_dir=work,
+            max_steps=config.max_steps,
+            per_device_train_batch_size=config.batch_size,
+            learning_rate=config.learning_rate,
+            lr_scheduler_type="linear",
+            warmup_steps=max(1, config.max_steps // 10),
+            max_length=config.max_length,
+            bf16=False,
+            use_cpu=config.device == "cpu",
+            save_strategy="no",
+            report_to="none",
+            logging_steps=max(1, config.max_steps // 10),
+            disable_tqdm=True,
+            seed=config.seed,
+            dataloader_num_workers=0,
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+            peft_config=lora,
+            callbacks=[Steps()],
+        )
+        result = trainer.train()
+        trained: Any = trainer.model
+        trained.save_pretrained(str(out / ADAPTER_DIR))
+        losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    return {
+        "steps": int(result.global_step),
+        "examples": len(rows),
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
+        "lora": {"rank": config.lora_rank, "alpha": config.lora_alpha},
+    }
+
+
+def fit_predictor(
+    rated: Sequence[uss.UserTurnExample], embed: Embed, *, seed: int = 0
+) -> SatisfactionPredictor:
+    assistant, reply = pair_texts(rated)
+    x = features(embed(assistant), embed(reply))
+    return fit(x, [item.satisfaction or 3 for item in rated], seed=seed)
+
+
+def measure(
+    config: CalibrationConfig,
+    dialogues: Sequence[uss.Dialogue],
+    *,
+    base_dir: Path,
+    adapter_dir: Path | None,
+    predictor: SatisfactionPredictor | None,
+    embed: Embed,
+    majority: int,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Realism on the held-out split: ``before`` (prompted base model) when asked, and
+    ``after`` (adapter and predictor) when there is a calibration."""
+    from services.simulator.model import load_runtime
+
+    report_progress = progress or (lambda done, total, stage: None)
+    held_out = uss.in_split(dialogues, config.eval_split)
+    if not held_out:
+        raise uss.DialogueDataError(f"no dialogues in the {config.eval_split} split")
+    items = uss.sample_per_domain(uss.examples(held_out), config.eval_per_domain, config.seed)
+    counts: dict[str, list[int]] = {}
+    for dialogue in held_out:
+        counts.setdefault(dialogue.domain, []).append(dialogue.user_turns)
+    out: dict[str, Any] = {
+        "split": config.eval_split,
+        "contexts": len(items),
+        "temperature": config.temperature,
+    }
+    runs: list[tuple[str, Path | None, SatisfactionPredictor | None]] = []
+    if config.measure_before:
+        runs.append(("before", None, None))
+    if adapter_dir is not None or predictor is not None:
+        runs.append(("after", adapter_dir, predictor))
+    for name, adapter, fitted in runs:
+        report_progress(0, len(items), f"measuring {name}")
+        runtime = load_runtime(base_dir, adapter, max_batch_size=8)
+        simulated = simulate(runtime, items, fitted, embed, config, report_progress, name)
+        out[name] = report(items, simulated, embed, counts, majority, config.seed)
+        del runtime
+    return out
+
+
+def simulate(
+    runtime: Any,
+    items: Sequence[uss.UserTurnExample],
+    predictor: SatisfactionPredictor | None,
+    embed: Embed,
+    config: CalibrationConfig,
+    progress: Progress,
+    stage: str,
+) -> list[Simulated]:
+    """The simulator's turn and predicted satisfaction level at each held-out context."""
+    from services.simulator.model import generate_turns, prompted_levels
+
+    turns = []
+    chunk = 16
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        prompts = [simulator_messages(i.goal, said(i.history)) for i in part]
+        turns.extend(
+            generate_turns(
+                runtime,
+                prompts,
+                max_new_tokens=config.max_new_tokens,
+                temperature=config.temperature,
+                seed=config.seed + start,
+            )
+        )
+        progress(start + len(part), len(items), f"measuring {stage}")
+    # the satisfaction of the real assistant turn before each context: the level the
+    # simulator predicts from its own answer to it (None at an opening: nothing to rate)
+    levels: list[int | None] = [None] * len(items)
+    rows = [k for k, item in enumerate(items) if item.last_system is not None]
+    if rows and predictor is not None:
+        assistant = [items[k].last_system or "" for k in rows]
+        reply = [turns[k].text or "(empty)" for k in rows]
+        dist = predictor.distribution(features(embed(assistant), embed(reply)))
+        for k, row in zip(rows, dist, strict=True):
+            levels[k] = int(row.argmax()) + 1
+    elif rows:
+        prompts = [
+            satisfaction_messages(items[k].goal, items[k].last_system or "", turns[k].text)
+            for k in rows
+        ]
+        for k, probs in zip(rows, prompted_levels(runtime, prompts), strict=True):
+            levels[k] = None if probs is None else max(range(5), key=probs.__getitem__) + 1
+    return [Simulated(t.text, t.done, level) for t, level in zip(turns, levels, strict=True)]
+
+
+def copy_calibration(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, dirs_exist_ok=True)

@@ -1,0 +1,252 @@
+"""``plaudit simulator calibrate`` and ``plaudit simulator evaluate`` (torch imported inside).
+
+``plaudit simulator calibrate`` alone calibrates the simulator in-process on the shared USS
+dialogues (the CPU default), measures its realism before and after on the test split and
+writes the calibration folder (``adapter/``, ``predictor.json``, ``calibration.json``). With
+``--server URL`` the same runs on that server as a ``simulator.calibrate`` job (admin key),
+this command follows its progress, and the calibration is stored there as a new version that
+``/v1/simulator/turn`` takes as ``name@version``. ``plaudit simulator evaluate`` measures the
+prompted simulator (and a calibration folder, when given) on any USS-format file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from offline.jobs_cli import ApiKey
+
+simulator_app = typer.Typer(help="The user simulator: calibrate it to real users, measure it.")
+
+DataOption = Annotated[
+    list[str] | None,
+    typer.Option("--data", help="sgd, mwoz, ccpe or a USS-format file (repeat; default all 3)"),
+]
+
+
+def _settings() -> Any:
+    try:
+        from services.core.settings import get_settings
+    except ImportError as exc:
+        typer.echo(
+            f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'"
+        )
+        raise typer.Exit(2) from exc
+    return get_settings()
+
+
+@simulator_app.command("calibrate")
+def calibrate_command(
+    data: DataOption = None,
+    max_steps: Annotated[int | None, typer.Option(min=0, help="LoRA steps (40)")] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="examples a step (4)")] = None,
+    lr: Annotated[float | None, typer.Option(min=0, help="learning rate (3e-4)")] = None,
+    max_length: Annotated[int | None, typer.Option(min=32, help="tokens (256)")] = None,
+    satisfaction_turns: Annotated[int | None, typer.Option(min=10, help="(1500)")] = None,
+    eval_per_domain: Annotated[int | None, typer.Option(min=10, help="contexts (40)")] = None,
+    eval_split: Annotated[str, typer.Option(help="test (reporting) or dev (tuning)")] = "test",
+    threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
+    seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
+    out: Annotated[Path | None, typer.Option(help="in-process: the calibration folder")] = None,
+    server: Annotated[
+        str | None, typer.Option(help="calibrate on this server as a job and follow it")
+    ] = None,
+    api_key: ApiKey = None,
+    name: Annotated[str, typer.Option(help="with --server: the stored name")] = "uss",
+    note: Annotated[str | None, typer.Option(help="with --server: kept in the history")] = None,
+) -> None:
+    """Calibrate the simulator to real dialogues (LoRA + satisfaction predictor), measure it."""
+    options: dict[str, Any] = {
+        "data": data or None,
+        "max_steps": max_steps,
+        "batch_size": batch_size,
+        "learning_rate": lr,
+        "max_length": max_length,
+        "satisfaction_turns": satisfaction_turns,
+        "eval_per_domain": eval_per_domain,
+        "eval_split": eval_split,
+        "threads": threads,
+        "device": device,
+        "seed": seed,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
+    if server is not None:
+        if out is not None:
+            raise typer.BadParameter("the server stores the calibration itself", param_hint="--out")
+        _on_server(server, api_key, {**options, "name": name, "note": note})
+        return
+    from pydantic import ValidationError
+
+    from services.core.embedder import load_embedder
+    from services.core.errors import InvalidInput
+    from services.simulator.calibration import CalibrationConfig, calibrate
+    from services.simulator.jobs import base_model_dir
+
+    settings = _settings()
+    try:
+        config = CalibrationConfig(**options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise typer.BadParameter(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    folder = out or settings.data_dir / "simulator" / "calibrations" / time.strftime(
+        "%Y%m%d-%H%M%S"
+    )
+    try:
+        result = calibrate(
+            config,
+            base_dir=base_model_dir(settings),
+            data_dir=settings.simulator.data_dir,
+            roots=settings.simulator.data_roots,
+            out=folder,
+            embed=load_embedder("bundled").embed,
+            progress=_Printer(),
+        )
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    (folder / "calibration.json").write_text(json.dumps(result.metrics, indent=2) + "\n")
+    training = result.metrics["training"]
+    typer.echo(f"calibrated in {training['total_seconds']:.0f} s; saved to {folder}")
+    typer.echo(summary(result.metrics["realism"]))
+
+
+@simulator_app.command("evaluate")
+def evaluate_command(
+    data: DataOption = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="a calibration folder (default: only the prompted one)")
+    ] = None,
+    split: Annotated[
+        str, typer.Option(help="test or dev (files without splits: 80/10/10 by id hash)")
+    ] = "test",
+    per_domain: Annotated[int, typer.Option(min=10, help="held-out contexts per domain")] = 50,
+    before: Annotated[bool, typer.Option(help="measure the prompted simulator too")] = True,
+    temperature: Annotated[float, typer.Option(min=0, max=2)] = 0.7,
+    threads: Annotated[int | None, typer.Option(min=1)] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path | None, typer.Option(help="also write the report as JSON here")] = None,
+) -> None:
+    """Realism of simulated user turns against real ones, per domain, on any USS-format file."""
+    import torch
+
+    from services.core.embedder import load_embedder
+    from services.core.errors import InvalidInput
+    from services.simulator import data as uss
+    from services.simulator.calibration import CalibrationConfig, measure
+    from services.simulator.jobs import base_model_dir
+    from services.simulator.model import ADAPTER_DIR
+    from services.simulator.predictor import SatisfactionPredictor
+
+    if split not in ("dev", "test"):
+        raise typer.BadParameter("test or dev", param_hint="--split")
+    settings = _settings()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    config = CalibrationConfig(
+        data=data or ["sgd", "mwoz", "ccpe"],
+        eval_split=split,
+        eval_per_domain=per_domain,
+        measure_before=before or calibration is None,
+        temperature=temperature,
+        seed=seed,
+    )
+    try:
+        dialogues = uss.load(
+            config.data, settings.simulator.data_dir, settings.simulator.data_roots
+        )
+        if split == "train":
+            dialogues = [d for d in dialogues if d.split == "train"]
+            config = config.model_copy(update={"eval_split": "test"})
+            dialogues = [uss.Dialogue(d.id, d.domain, "test", d.turns) for d in dialogues]
+        predictor = SatisfactionPredictor.load(calibration) if calibration else None
+        adapter = calibration / ADAPTER_DIR if calibration else None
+        majority = _majority(dialogues)
+        report = measure(
+            config,
+            dialogues,
+            base_dir=base_model_dir(settings),
+            adapter_dir=adapter if adapter is not None and adapter.is_dir() else None,
+            predictor=predictor,
+            embed=load_embedder("bundled").embed,
+            majority=majority,
+            progress=_Printer(),
+        )
+    except InvalidInput as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(summary(report))
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def _majority(dialogues: list[Any]) -> int:
+    """The most common rating of the train split (of every turn when it has none; 3 when no
+    turn is rated)."""
+    from services.simulator import data as uss
+
+    train = uss.examples(uss.in_split(dialogues, "train")) or uss.examples(dialogues)
+    levels = [e.satisfaction for e in train if e.satisfaction is not None]
+    return max(set(levels), key=levels.count) if levels else 3
+
+
+def _on_server(server: str, api_key: str | None, body: dict[str, Any]) -> None:
+    from offline.jobs_cli import _client, finish
+    from offline.jobs_client import follow
+    from offline.progress import ProgressDisplay
+
+    body = {k: v for k, v in body.items() if v is not None}
+    with _client(server, api_key) as client:
+        job = client.request("POST", "/v1/simulator/calibrations", json=body)
+        typer.echo(f"job {job['id']} started on {server}", err=True)
+        job = follow(client, job["id"], ProgressDisplay())
+    if job["state"] != "succeeded":
+        finish(job)
+    result = job["result"]
+    typer.echo(f"stored as {result['calibration']['ref']}", err=True)
+    typer.echo(summary(result["realism"]), err=True)
+    typer.echo(json.dumps(result, indent=2))
+
+
+def _fmt(value: Any, pct: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.1f}%" if pct else f"{value:.2f}"
+
+
+def summary(realism: dict[str, Any]) -> str:
+    """One line per domain and run: the two-sample accuracy, length W1, question rates,
+    satisfaction accuracy beside the majority level."""
+    lines = [f"{realism['split']} split, {realism['contexts']} held-out contexts"]
+    for run in ("before", "after"):
+        if run not in realism:
+            continue
+        groups = {**realism[run]["domains"], "all": realism[run]["all"]}
+        for domain, g in groups.items():
+            q, s = g["question_rate"], g["satisfaction"]
+            lines.append(
+                f"  {run:6} {domain:5} classifier {_fmt(g['classifier_accuracy'], True)}"
+                f"  length W1 {_fmt(g['length_w1'])}"
+                f"  questions {_fmt(q['simulated'], True)} (real {_fmt(q['real'], True)})"
+                f"  satisfaction {_fmt(s['accuracy'], True)} (majority "
+                f"{_fmt(s['majority_accuracy'], True)})"
+            )
+    return "\n".join(lines)
+
+
+class _Printer:
+    """Progress lines: each stage once, then at most every 10 seconds."""
+
+    def __init__(self) -> None:
+        self.stage, self.last = "", 0.0
+
+    def __call__(self, done: int, total: int, stage: str) -> None:
+        now = time.monotonic()
+        if stage == self.stage and now - self.last < 10 and done < total:
+            return
+        self.stage, self.last = stage, now
+        typer.echo(f"  {stage}: {done}/{total}", err=True)

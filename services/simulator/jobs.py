@@ -1,0 +1,99 @@
+"""Calibrating the simulator as a job (``simulator.calibrate``), stored as a version.
+
+``POST /v1/simulator/calibrations`` checks the request at once (:func:`check_request`: data
+the server cannot read is a 422 before any job starts) and queues the job; the job runs
+:func:`services.simulator.calibration.calibrate` in a thread, reports its stages through the
+job's progress (``loading``, ``train`` step by step, ``satisfaction``, ``measuring before``,
+``measuring after``, ``saving``), stores the calibration folder with its realism figures and
+answers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from services.core.jobs.context import JobContext, JobFunction, JobRegistry
+from services.core.settings import Settings
+from services.karma.jobs import _keeping_threads, _Reporter
+from services.simulator.data import resolve_source
+from services.simulator.schemas import CalibrationRequest
+from services.simulator.service import SimulatorService, headline
+
+CALIBRATE = "simulator.calibrate"
+
+
+async def check_request(request: CalibrationRequest, settings: Settings) -> None:
+    """Refuse at once data the job could not read."""
+    for source in request.data:
+        resolve_source(source, settings.simulator.data_dir, settings.simulator.data_roots)
+
+
+def base_model_dir(settings: Settings) -> Path:
+    """The chat model a calibration adapts (the simulator's local model, default SmolLM2)."""
+    from judges.backends.convert import resolve_model_dir
+
+    model = settings.simulator.model if settings.simulator.backend == "local" else None
+    return resolve_model_dir(model, settings.models_dir)
+
+
+def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
+    async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
+        from services.simulator.calibration import calibrate
+
+        request = CalibrationRequest.model_validate(params)
+        loop = asyncio.get_running_loop()
+        embedder = service.embedder
+
+        def embed(texts: list[str]) -> npt.NDArray[np.float32]:
+            if embedder is None:
+                raise RuntimeError("calibration needs the embedder")
+            future = asyncio.run_coroutine_threadsafe(embedder.embed(texts), loop)
+            return np.asarray(future.result(), dtype=np.float32)
+
+        work = settings.data_dir / "simulator" / "runs" / ctx.job_id
+        shutil.rmtree(work, ignore_errors=True)
+        await ctx.progress(0, 1, "loading")
+        try:
+            base = await asyncio.to_thread(base_model_dir, settings)
+            result = await asyncio.to_thread(
+                _keeping_threads(calibrate),
+                request.config(),
+                base_dir=base,
+                data_dir=settings.simulator.data_dir,
+                roots=settings.simulator.data_roots,
+                out=work,
+                embed=embed,
+                progress=_Reporter(ctx, loop),
+            )
+            await ctx.progress(0, 1, "saving")
+            version = await service.save(
+                result.path,
+                result.metrics,
+                request.name,
+                owner=ctx.owner,
+                job_id=ctx.job_id,
+                note=request.note,
+            )
+            await ctx.progress(1, 1, "saving")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, work, True)
+        return {
+            "calibration": {"name": version.name, "version": version.version, "ref": version.ref},
+            "summary": headline(result.metrics),
+            "realism": result.metrics["realism"],
+            "training": result.metrics["training"],
+            "data": result.metrics["data"],
+            "params": result.metrics["params"],
+        }
+
+    return run
+
+
+def register(registry: JobRegistry, service: SimulatorService, settings: Settings) -> None:
+    registry.register(CALIBRATE, calibrate_job(service, settings))

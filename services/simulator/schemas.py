@@ -1,0 +1,180 @@
+"""Simulator wire types (pydantic only): a turn, an episode, calibrations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from services.core.schemas import Message, Page, StrictModel
+from services.core.store_refs import MAX_REF_LENGTH, NAME_PATTERN, ref_problem
+from services.simulator.calibration import CalibrationConfig
+
+MAX_GOAL = 4000
+TerminationReason = Literal["user_done", "max_turns", "policy_error", "simulator_error"]
+
+
+def _check_ref(value: str | None) -> str | None:
+    problem = None if value is None else ref_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+class Sampling(StrictModel):
+    """How the simulated user's message is sampled."""
+
+    temperature: float = Field(default=0.8, ge=0, le=2, description="0: greedy")
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_new_tokens: int | None = Field(
+        default=None, ge=1, le=512, description="default: the server's simulator max_new_tokens"
+    )
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1, description="reproducible sample")
+
+
+class SimulatorInput(Sampling):
+    goal: str = Field(
+        min_length=1, max_length=MAX_GOAL, description="the user's goal or persona, in words"
+    )
+    calibration: str | None = Field(
+        default=None,
+        max_length=MAX_REF_LENGTH,
+        description="'name@version' (or 'name': its current version) of a stored calibration; "
+        "null: the uncalibrated, prompted simulator",
+    )
+
+    @field_validator("goal")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("goal must not be blank: describe what the user wants")
+        return value
+
+    _ref = field_validator("calibration")(_check_ref)
+
+
+class TurnRequest(SimulatorInput):
+    """``POST /v1/simulator/turn``: the dialogue so far (user and assistant messages, oldest
+    first, ending with the assistant's; empty: the user opens the conversation)."""
+
+    messages: list[Message] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("messages")
+    @classmethod
+    def _dialogue(cls, messages: list[Message]) -> list[Message]:
+        for i, message in enumerate(messages):
+            if message.role not in ("user", "assistant"):
+                raise ValueError(
+                    f"messages[{i}].role is {message.role!r}: a dialogue has only 'user' and "
+                    "'assistant' messages (put the user's situation in 'goal')"
+                )
+        if messages and messages[-1].role != "assistant":
+            raise ValueError(
+                "the last message must be the assistant's: the simulator writes the user's "
+                "answer to it"
+            )
+        return messages
+
+
+class SatisfactionOut(BaseModel):
+    """The user's satisfaction with the last assistant turn, 1 (very dissatisfied) to 5."""
+
+    expected: float = Field(description="sum of level x probability")
+    distribution: list[float] = Field(description="P(1), ..., P(5)")
+    source: Literal["predictor", "prompted"] = Field(
+        description="predictor: the calibration's fitted predictor; prompted: the simulator's "
+        "model scoring the digits 1-5 (uncalibrated)"
+    )
+
+
+class UserMessage(BaseModel):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class TurnResponse(BaseModel):
+    message: UserMessage
+    done: bool = Field(description="the user ends the conversation with this message")
+    done_reason: Literal["end_marker", "closing_phrase"] | None
+    satisfaction: SatisfactionOut | None = Field(
+        description="null at the opening (no assistant turn to rate) or when it failed"
+    )
+    satisfaction_error: str | None = None
+    calibration: str | None = Field(description="'name@version' used, null: uncalibrated")
+    model: str = Field(description="the simulator's language model")
+
+
+class PolicySpec(StrictModel):
+    """An OpenAI-compatible chat server playing the assistant."""
+
+    base_url: str = Field(
+        min_length=8,
+        max_length=2000,
+        pattern=r"^https?://[!-~]+$",
+        description="with /v1 (printable ASCII: encode other characters)",
+    )
+    model: str = Field(min_length=1, max_length=200)
+    api_key: str | None = Field(default=None, max_length=500, pattern=r"^[!-~]+$")
+    system_prompt: str | None = Field(default=None, max_length=MAX_GOAL)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=256, ge=1, le=4096)
+
+
+class EpisodeRequest(SimulatorInput):
+    """``POST /v1/simulator/episodes``: a whole dialogue against a policy server."""
+
+    policy: PolicySpec
+    max_turns: int = Field(default=8, ge=1, le=32, description="user turns at most")
+
+
+class EpisodeTurn(BaseModel):
+    """One exchange: the user's message and the policy's answer (none when it ended here)."""
+
+    user: str
+    assistant: str | None
+    satisfaction: SatisfactionOut | None = Field(
+        description="the user's satisfaction with the assistant turn before this user message"
+    )
+
+
+class EpisodeResponse(BaseModel):
+    turns: list[EpisodeTurn]
+    messages: list[dict[str, str]] = Field(description="the dialogue as chat messages")
+    termination: TerminationReason
+    error: str | None = Field(default=None, description="why the policy or simulator failed")
+    final_satisfaction: SatisfactionOut | None = Field(
+        description="the user's satisfaction with the last assistant turn"
+    )
+    calibration: str | None
+    model: str
+
+
+class CalibrationRequest(CalibrationConfig):
+    """``POST /v1/simulator/calibrations``: every option of ``plaudit simulator calibrate``."""
+
+    name: str = Field(
+        default="uss",
+        max_length=128,
+        pattern=f"^{NAME_PATTERN.pattern}$",
+        description="the calibration is stored as a new version of this name",
+    )
+    note: str | None = Field(default=None, max_length=500, description="kept in the history")
+
+    def config(self) -> CalibrationConfig:
+        return CalibrationConfig(**self.model_dump(exclude={"name", "note"}))
+
+
+class CalibrationOut(BaseModel):
+    name: str
+    version: int
+    ref: str = Field(description="'name@version', what /v1/simulator/turn takes")
+    current: bool
+    metrics: dict[str, Any] = Field(description="headline realism before and after, per domain")
+    created_at: datetime
+    owner: str | None
+    job_id: str | None = None
+
+
+class CalibrationPage(Page[CalibrationOut]):
+    """Calibrations, newest first."""
