@@ -15,17 +15,21 @@ from services.judge.app import component as judge_component
 from services.karma.app import component as karma_component
 from services.memory.app import component as memory_component
 from services.rewards.app import component as rewards_component
+from services.rubrics.synthesis.app import component as synthesis_component
+from services.simulator.app import component as simulator_component
 
 
 def job_components() -> list[Component]:
     """The components that register job functions: jobs.probe, judge.evaluation,
-    karma.train, runs.rescore, memory.revise."""
+    karma.train, runs.rescore, memory.revise, rubrics.synthesize, simulator.calibrate."""
     return [
         jobs_component(),
         judge_component(),
         karma_component(),
         rewards_component(),
         memory_component(),
+        synthesis_component(),
+        simulator_component(),
     ]
 
 
