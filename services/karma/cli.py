@@ -144,33 +144,20 @@ def train(
 async def _store_locally(
     folder: Path, metrics: dict[str, Any], *, name: str, promote: bool
 ) -> tuple[str, int, bool]:
-    """Put an in-process run's model into this set-up's artifact store (the database and data
-    dir that ``plaudit serve`` uses), as the ``karma.train`` job does on a server. Returns the
-    name, the version and whether it serves."""
-    from services.core import db
-    from services.core.settings import get_settings
-    from services.core.store import ArtifactStore
+    """Put an in-process run's model into this set-up's artifact store, as the
+    ``karma.train`` job does on a server. Returns the name, the version and whether it serves."""
+    from services.core.local_store import put_locally
     from services.karma.service import KIND, version_metadata
 
-    settings = get_settings()
-    url = settings.resolved_database_url
-    if settings.auto_migrate:
-        await db.upgrade_async(url)
-    engine = db.make_engine(url)
-    try:
-        artifacts = ArtifactStore(db.make_sessionmaker(engine), settings.data_dir)
-        saved = await artifacts.put(
-            name,
-            KIND,
-            metrics,
-            metadata=version_metadata(metrics, None),
-            files=folder,
-            note="plaudit karma train (in-process)",
-            make_current=promote,
-        )
-    finally:
-        await engine.dispose()
-    version = saved.version
+    version = await put_locally(
+        name,
+        KIND,
+        metrics,
+        metadata=version_metadata(metrics, None),
+        files=folder,
+        note="plaudit karma train (in-process)",
+        make_current=promote,
+    )
     return version.name, version.version, version.current
 
 

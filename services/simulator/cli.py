@@ -57,8 +57,15 @@ def calibrate_command(
         str | None, typer.Option(help="calibrate on this server as a job and follow it")
     ] = None,
     api_key: ApiKey = None,
-    name: Annotated[str, typer.Option(help="with --server: the stored name")] = "uss",
-    note: Annotated[str | None, typer.Option(help="with --server: kept in the history")] = None,
+    name: Annotated[str, typer.Option(help="the stored calibration's name")] = "uss",
+    note: Annotated[str | None, typer.Option(help="kept in the store's history")] = None,
+    store: Annotated[
+        bool,
+        typer.Option(
+            help="in-process: also store the calibration in this set-up's artifact store (the "
+            "one 'plaudit serve' reads), so /v1/simulator/turn can use it as NAME@VERSION"
+        ),
+    ] = True,
 ) -> None:
     """Calibrate the simulator to real dialogues (LoRA + satisfaction predictor), measure it."""
     options: dict[str, Any] = {
@@ -112,6 +119,24 @@ def calibrate_command(
     (folder / "calibration.json").write_text(json.dumps(result.metrics, indent=2) + "\n")
     training = result.metrics["training"]
     typer.echo(f"calibrated in {training['total_seconds']:.0f} s; saved to {folder}")
+    if store:
+        import asyncio
+
+        from services.core.local_store import put_locally
+        from services.simulator.service import KIND, headline
+
+        version = asyncio.run(
+            put_locally(
+                name,
+                KIND,
+                headline(result.metrics),
+                metadata={"job_id": None, "base_model": result.metrics["base_model"]},
+                files=folder,
+                note=note or "plaudit simulator calibrate (in-process)",
+                make_current=True,
+            )
+        )
+        typer.echo(f'stored as {version.ref} (use it as "calibration": "{version.ref}")')
     typer.echo(summary(result.metrics["realism"]))
 
 
