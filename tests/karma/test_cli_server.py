@@ -80,7 +80,10 @@ def test_train_on_the_server_follows_the_job_and_the_model_serves(server: str) -
     assert result["evaluation"]["pairs"] == 8 and result["training"]["sibling_pairs"] == 16
     lines = trained.stderr.splitlines()
     assert lines[0].startswith("job ") and lines[0].endswith(f"started on {server}")
-    assert any(line.startswith("training: ") for line in lines), lines
+    # progress is polled: a stage as short as this tiny run's training may fall between two
+    # polls, so the test asks for progress lines and the final one, not for every stage
+    progress = [line for line in lines if ": " in line and " elapsed" in line]
+    assert progress and progress[-1].startswith("saving: 2/2"), lines
     assert "stored as karma@1 (serving)" in trained.stderr
     assert "pair accuracy" in trained.stderr and "longer reply wins" in trained.stderr
     scored = httpx.post(
