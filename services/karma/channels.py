@@ -7,29 +7,15 @@ answers 503, like ``/v1/karma/score``, with how to train one.
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
-
 from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
-from services.core.store_refs import MAX_REF_LENGTH, ref_problem
+from services.karma.schemas import ModelRefOption
 from services.karma.service import KarmaService, model_ref
 
 
 class KarmaSpec(ChannelSpec):
     """The KARMA model's score (an unbounded logit: higher, more karma expected)."""
 
-    model: str | None = Field(
-        default=None,
-        max_length=MAX_REF_LENGTH,
-        description="'name' (its serving version) or 'name@N'; default the server's karma model",
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _is_ref(cls, value: str | None) -> str | None:
-        problem = None if value is None else ref_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    model: ModelRefOption = None
 
     def value_range(self) -> tuple[float, float] | None:
         return None

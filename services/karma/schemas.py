@@ -4,14 +4,32 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from services.core.limits import Text
 from services.core.schemas import Page, Prompt, StrictModel
 from services.core.store_refs import MAX_REF_LENGTH, NAME_PATTERN, ref_problem
 from services.karma.training import KarmaTrainConfig
+
+
+def _model_ref(value: str | None) -> str | None:
+    problem = None if value is None else ref_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: Which stored KARMA model to score with: the score route's and the ``karma`` channel's option.
+ModelRefOption = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REF_LENGTH,
+        description="'name' (its serving version) or 'name@N'; default the server's karma model",
+    ),
+    AfterValidator(_model_ref),
+]
 
 MetadataValue = str | int | float | bool
 
@@ -59,19 +77,7 @@ class ScoreRequest(StrictModel):
         default_factory=dict,
         description="subreddit, depth, ... (read by with_metadata models, ignored by others)",
     )
-    model: str | None = Field(
-        default=None,
-        max_length=MAX_REF_LENGTH,
-        description="'name' (its serving version) or 'name@N'; default the server's karma model",
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _is_ref(cls, value: str | None) -> str | None:
-        problem = None if value is None else ref_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    model: ModelRefOption = None
 
 
 class ModelRef(BaseModel):
