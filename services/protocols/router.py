@@ -89,6 +89,19 @@ def _options(
         Query(min_length=1, max_length=200, pattern=ID_PATTERN, description="store groups"),
     ] = None,
     step: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
+    eval_group_size: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=1024,
+            description="samples per prompt of the trainer's evaluation: such a group is "
+            "scored once no sample joined it for settle_s",
+        ),
+    ] = None,
+    settle_s: Annotated[
+        float | None,
+        Query(gt=0, le=600, description="how long an evaluation-sized group waits for more"),
+    ] = None,
 ) -> ProtocolOptions:
     return service.options(
         spec=spec,
@@ -97,6 +110,8 @@ def _options(
         on_failure=on_failure,
         run_id=run_id,
         step=step,
+        eval_group_size=eval_group_size,
+        settle_s=settle_s,
     )
 
 

@@ -25,7 +25,7 @@ from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import Prompt
 from services.core.unicode_check import find_surrogates
-from services.protocols.buffer import GroupBuffer
+from services.protocols.buffer import GroupBuffer, Settle
 from services.protocols.schemas import (
     FailurePolicy,
     OpenRLHFRequest,
@@ -68,6 +68,16 @@ class ProtocolOptions:
     on_failure: FailurePolicy
     run_id: str | None = None
     step: int | None = None
+    eval_group_size: int | None = None
+    """The trainer's evaluation samples per prompt: such a group settles after ``settle_s``."""
+    settle_s: float = 10.0
+
+    @property
+    def settle(self) -> Settle | None:
+        """The rule that scores an evaluation-sized group without waiting out ``wait_s``."""
+        if self.eval_group_size is None or self.eval_group_size >= self.group_size:
+            return None
+        return Settle(self.eval_group_size, self.settle_s)
 
     @property
     def buffered(self) -> bool:
@@ -139,6 +149,8 @@ class ProtocolService:
         on_failure: FailurePolicy | None = None,
         run_id: str | None = None,
         step: int | None = None,
+        eval_group_size: int | None = None,
+        settle_s: float | None = None,
     ) -> ProtocolOptions:
         """Query parameters over the server's settings; a bad spec or group size is a 422."""
         resolved = (
@@ -152,7 +164,23 @@ class ProtocolService:
             on_failure=on_failure or self._settings.on_failure,
             run_id=run_id,
             step=step,
+            eval_group_size=(
+                eval_group_size if eval_group_size is not None else self._settings.eval_group_size
+            ),
+            settle_s=settle_s if settle_s is not None else self._settings.settle_s,
         )
+        if (
+            options.buffered
+            and options.eval_group_size is not None
+            and options.eval_group_size > options.group_size
+        ):
+            raise InvalidInput(
+                f"eval_group_size ({options.eval_group_size}) is larger than group_size "
+                f"({options.group_size}): a group is scored as soon as it holds group_size "
+                "samples, so evaluation groups would be split; set group_size to at least the "
+                "evaluation's samples per prompt",
+                param="eval_group_size",
+            )
         if options.buffered and options.group_size < 2:
             names = ", ".join(resolved.group_channels)
             raise InvalidInput(
@@ -262,7 +290,11 @@ class ProtocolService:
         if not options.buffered:
             return await self._score_group(key, responses)
         return await self._buffer.submit(
-            key, responses, size=options.group_size, wait_s=options.wait_s
+            key,
+            responses,
+            size=options.group_size,
+            wait_s=options.wait_s,
+            settle=options.settle,
         )
 
     async def _score_group(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:

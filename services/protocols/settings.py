@@ -29,6 +29,23 @@ class ProtocolsSettings(BaseModel):
         description="the longest a partial group waits before it is scored (keep it under the "
         "trainer's HTTP timeout: OpenRLHF 180 s, slime 120 s)",
     )
+    eval_group_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="samples per prompt of the trainer's evaluation, which comes through the "
+        "same URL (OpenRLHF --eval.n_samples_per_prompt, 4 by default; slime "
+        "--n-samples-per-eval-prompt): a group holding exactly this many, with no new sample "
+        "for settle_s, is scored then instead of waiting out group_wait_s",
+    )
+    settle_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="how long an evaluation-sized group waits for another sample before it is "
+        "scored (a training group pausing that long at exactly eval_group_size samples is "
+        "scored in two parts)",
+    )
     on_failure: Literal["neutral", "error"] = Field(
         default="neutral",
         description="a failed sample gets its group's mean ok total (neutral, flagged in the "

@@ -9,6 +9,10 @@ caller does), scores the whole group on its own replica and writes the results; 
 caller, on any replica, polls for them and takes its own. Closing a group moves the generation
 on, so the next samples of the same key start a new group, as in the per-process buffer.
 
+A group may also settle (:class:`~services.protocols.buffer.Settle`, for evaluation groups):
+the caller whose items brought it to exactly the settle size checks, once the settle time has
+passed, that nothing joined since (Redis's clock, another atomic step) and then scores it.
+
 A caller that goes away while its group is still open takes its items out of it (atomically,
 so the group never counts them). What is not shared: the memory of recently scored groups used
 for stragglers (``RecentGroups``) stays per process.
@@ -27,6 +31,7 @@ from typing import Any, Generic, TypeVar
 import redis.asyncio as aioredis
 
 from services.core.errors import BackendUnavailable
+from services.protocols.buffer import Settle
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +40,17 @@ R = TypeVar("R")
 
 PREFIX = "plaudit:buffer:"
 
+# Redis's clock in milliseconds, so that replicas with skewed clocks agree on settle times.
+_NOW_MS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
 # KEYS[1]: the group's generation counter. ARGV: size, ttl in ms, then the items.
-# Returns {generation, 1 when these items filled the group}.
-_JOIN = """
+# Returns {generation, 1 when these items filled the group, the group's count}.
+_JOIN = (
+    _NOW_MS
+    + """
 local gen = redis.call('GET', KEYS[1])
 if not gen then
   gen = '0'
@@ -50,13 +63,40 @@ for i = 3, #ARGV do
 end
 redis.call('PEXPIRE', items, ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', items .. ':last', now, 'PX', ARGV[2])
 local full = 0
 if n >= tonumber(ARGV[1]) then
   redis.call('INCR', KEYS[1])
   full = 1
 end
-return {gen, full}
+return {gen, full, n}
 """
+)
+
+# KEYS[1]: the generation counter. ARGV: the generation, the settle size, the settle time in
+# ms. Closes the group when it still holds exactly that many items and none joined for that
+# long: 1 when it did; 0 when it no longer can (closed, or another count); otherwise minus the
+# milliseconds left to wait.
+_SETTLE = (
+    _NOW_MS
+    + """
+local gen = redis.call('GET', KEYS[1])
+if gen ~= ARGV[1] then
+  return 0
+end
+local items = KEYS[1] .. ':' .. gen .. ':items'
+if redis.call('LLEN', items) ~= tonumber(ARGV[2]) then
+  return 0
+end
+local last = tonumber(redis.call('GET', items .. ':last') or '0')
+local left = last + tonumber(ARGV[3]) - now
+if left > 0 then
+  return -left
+end
+redis.call('INCR', KEYS[1])
+return 1
+"""
+)
 
 # KEYS[1]: the generation counter; ARGV[1]: the generation to close. 1 when this call closed it.
 _CLOSE = """
@@ -111,8 +151,17 @@ class RedisGroupBuffer(Generic[K, R]):
         self._join = self._redis.register_script(_JOIN)
         self._close = self._redis.register_script(_CLOSE)
         self._withdraw = self._redis.register_script(_WITHDRAW)
+        self._settle = self._redis.register_script(_SETTLE)
 
-    async def submit(self, key: K, items: Sequence[str], *, size: int, wait_s: float) -> list[R]:
+    async def submit(
+        self,
+        key: K,
+        items: Sequence[str],
+        *,
+        size: int,
+        wait_s: float,
+        settle: Settle | None = None,
+    ) -> list[R]:
         """Join ``key``'s open group with ``items``; their results once the group is scored."""
         if not items:
             return []
@@ -120,16 +169,32 @@ class RedisGroupBuffer(Generic[K, R]):
         ttl_ms = int((wait_s + self._result_wait_s) * 1000)
         ids = [uuid.uuid4().hex for _ in items]
         entries = [json.dumps({"id": i, "text": t}) for i, t in zip(ids, items, strict=True)]
-        gen, full = await self._join(keys=[counter], args=[size, ttl_ms, *entries])
+        gen, full, count = await self._join(keys=[counter], args=[size, ttl_ms, *entries])
         base = f"{counter}:{gen}"
         if int(full):
             return await self._lead(key, base, ids, ttl_ms)
+        # Only the caller that brought the group to the settle size watches for it to settle.
+        settle_at = (
+            time.monotonic() + settle.after_s
+            if settle is not None and int(count) == settle.size
+            else None
+        )
         try:
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
                 results = await self._results(base)
                 if results is not None:
                     return self._pick(results, ids)
+                if settle is not None and settle_at is not None and time.monotonic() >= settle_at:
+                    settled = int(
+                        await self._settle(
+                            keys=[counter], args=[gen, settle.size, int(settle.after_s * 1000)]
+                        )
+                    )
+                    if settled == 1:
+                        log.info("group %s settled at %d of %d items", base, settle.size, size)
+                        return await self._lead(key, base, ids, ttl_ms)
+                    settle_at = None if settled == 0 else time.monotonic() - settled / 1000
                 await asyncio.sleep(min(self._poll_s, max(0.0, deadline - time.monotonic())))
         except asyncio.CancelledError:
             # The caller went away: out of the group, unless it is already being scored.

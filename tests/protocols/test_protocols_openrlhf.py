@@ -130,6 +130,22 @@ async def test_the_deadline_scores_the_samples_that_arrived(
     assert len(stored["result"]["results"]) == 3
 
 
+async def test_evaluation_groups_settle_and_training_groups_gather_whole(
+    rewards_client: httpx.AsyncClient,
+) -> None:
+    """OpenRLHF sends evaluation (4 per prompt) and training (8 here) to one URL: the
+    evaluation group is scored once it settles, not after wait_s (600 s here, which the test's
+    guard would catch); a training group on the same options still gathers all 8."""
+    params = _params(GROUP_SPEC, group_size=8, wait_s=600, eval_group_size=4, settle_s=0.3)
+    params["run_id"] = "eval"
+    answers = await asyncio.wait_for(_group(rewards_client, RESPONSES, **params), 60)
+    assert [a["extra_logs"]["plaudit_group_size"] for a in answers] == [[4.0]] * 4
+    assert all(a["statuses"] == ["ok"] for a in answers)
+    training = await asyncio.wait_for(_group(rewards_client, RESPONSES * 2, **params), 60)
+    assert [a["extra_logs"]["plaudit_group_size"] for a in training] == [[8.0]] * 8
+    assert [len(g["result"]["results"]) for g in await _stored(rewards_client, "eval")] == [4, 8]
+
+
 async def test_a_lone_straggler_of_a_group_channel_is_failed_not_zero(
     rewards_client: httpx.AsyncClient,
 ) -> None:
@@ -232,6 +248,12 @@ BAD_REQUESTS = [
     ),
     ({"on_failure": "ignore"}, _body("x"), "on_failure"),
     ({"group_size": 0}, _body("x"), "group_size"),
+    (
+        {"spec": json.dumps(GROUP_SPEC), "group_size": 2, "eval_group_size": 4},
+        _body("x"),
+        "eval_group_size",
+    ),
+    ({"settle_s": 0}, _body("x"), "settle_s"),
     ({}, {"query": [PROMPT + "x", "other text"], "prompts": [PROMPT, PROMPT]}, "query[1]"),
     ({}, {"query": [PROMPT + "x"], "prompts": []}, "prompts"),
     ({}, {"query": [PROMPT + "x"], "prompts": [PROMPT], "labels": [1, 2]}, "labels"),
