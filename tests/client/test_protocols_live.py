@@ -53,6 +53,29 @@ def test_openrlhf_group_of_8_single_sample_requests_over_tcp(live_all_server: Li
     assert len(texts) == 8
 
 
+def test_openrlhf_training_then_evaluation_on_one_url(live_all_server: LiveServer) -> None:
+    """OpenRLHF's evaluation (``--eval.n_samples_per_prompt 4``) goes to the training URL:
+    with ``eval_group_size=4`` its groups settle. They would otherwise wait out ``wait_s``
+    (600 s here), past this client's 120 s timeout, and the test would fail."""
+    spec = quote(json.dumps({"channels": {"diversity": {"weight": 1.0}}}), safe="")
+    options = "group_size=8&eval_group_size=4&settle_s=1&wait_s=600&run_id=orlhf-eval"
+    url = _with_key(live_all_server, f"/get_reward?{options}&spec={spec}")
+    prompts = [PROMPT.replace("fruit", kind) for kind in ("fruit", "tree", "river")]
+
+    def send(job: tuple[str, str]) -> float:
+        prompt, answer = job
+        body = {"query": [prompt + answer + "<|im_end|>"], "prompts": [prompt], "labels": [None]}
+        response = httpx.post(url, json=body, timeout=120)
+        assert response.status_code == 200, response.text
+        return float(response.json()["extra_logs"]["plaudit_group_size"][0])
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        training = list(pool.map(send, [(p, a) for p in prompts[:1] for a in ANSWERS]))
+        evaluation = list(pool.map(send, [(p, a) for p in prompts[1:] for a in ANSWERS[:4]]))
+    assert training == [8.0] * 8
+    assert evaluation == [4.0] * 8
+
+
 def test_slime_sample_over_tcp_and_a_missing_key(live_all_server: LiveServer) -> None:
     body = {"prompt": "Name a fruit.", "response": "Apple.", "label": None}
     data = httpx.post(_with_key(live_all_server, "/slime/reward"), json=body, timeout=120).json()
