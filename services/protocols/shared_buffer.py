@@ -6,8 +6,9 @@ Each group lives under ``plaudit:buffer:<group id>:<generation>``: its items in 
 atomically (a Lua script), learning whether they filled the group. Whoever fills the group,
 or, when the wait runs out first, whoever closes it (another atomic step, so exactly one
 caller does), scores the whole group on its own replica and writes the results; every other
-caller, on any replica, polls for them and takes its own. Closing a group moves the generation
-on, so the next samples of the same key start a new group, as in the per-process buffer.
+caller, on any replica, polls for them (every 50 ms at first, slowing to 0.5 s) and takes its
+own. Closing a group moves the generation on, so the next samples of the same key start a new
+group, as in the per-process buffer.
 
 A group may also settle (:class:`~services.protocols.buffer.Settle`, for evaluation groups):
 the caller whose items brought it to exactly the settle size checks, once the settle time has
@@ -140,6 +141,7 @@ class RedisGroupBuffer(Generic[K, R]):
         decode: Callable[[Any], R],
         result_wait_s: float = 600.0,
         poll_s: float = 0.05,
+        max_poll_s: float = 0.5,
     ) -> None:
         self._redis = aioredis.from_url(redis_url, decode_responses=True)  # type: ignore[no-untyped-call]
         self._score = score
@@ -148,6 +150,7 @@ class RedisGroupBuffer(Generic[K, R]):
         self._decode = decode
         self._result_wait_s = result_wait_s
         self._poll_s = poll_s
+        self._max_poll_s = max(poll_s, max_poll_s)
         self._join = self._redis.register_script(_JOIN)
         self._close = self._redis.register_script(_CLOSE)
         self._withdraw = self._redis.register_script(_WITHDRAW)
@@ -181,6 +184,7 @@ class RedisGroupBuffer(Generic[K, R]):
         )
         try:
             deadline = time.monotonic() + wait_s
+            pause = self._poll_s
             while time.monotonic() < deadline:
                 results = await self._results(base)
                 if results is not None:
@@ -195,7 +199,8 @@ class RedisGroupBuffer(Generic[K, R]):
                         log.info("group %s settled at %d of %d items", base, settle.size, size)
                         return await self._lead(key, base, ids, ttl_ms)
                     settle_at = None if settled == 0 else time.monotonic() - settled / 1000
-                await asyncio.sleep(min(self._poll_s, max(0.0, deadline - time.monotonic())))
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = self._next_pause(pause)
         except asyncio.CancelledError:
             # The caller went away: out of the group, unless it is already being scored.
             await asyncio.shield(self._withdraw(keys=[counter], args=[gen, *entries]))
@@ -226,14 +231,21 @@ class RedisGroupBuffer(Generic[K, R]):
     async def _follow(self, base: str, ids: list[str]) -> list[R]:
         """Wait for the replica that closed the group to publish its results."""
         deadline = time.monotonic() + self._result_wait_s
+        pause = self._poll_s
         while time.monotonic() < deadline:
             results = await self._results(base)
             if results is not None:
                 return self._pick(results, ids)
-            await asyncio.sleep(self._poll_s)
+            await asyncio.sleep(pause)
+            pause = self._next_pause(pause)
         raise BackendUnavailable(
             "the replica scoring this sample's group gave no answer in time", retry_after=5
         )
+
+    def _next_pause(self, pause: float) -> float:
+        """Polls start quick (a group usually completes within moments) and slow down to
+        ``max_poll_s``, so that hundreds of waiting samples do not flood Redis."""
+        return min(pause * 1.5, self._max_poll_s)
 
     async def _results(self, base: str) -> dict[str, Any] | None:
         raw = await self._redis.get(base + ":result")
