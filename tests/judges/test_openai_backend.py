@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from judges import limits as limits_module
 from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend, user
 from judges.backends.openai_backend import (
     VERDICT_FLOOR_LOGPROB,
@@ -30,6 +31,8 @@ from judges.backends.openai_backend import (
 )
 from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
+from services.core.settings import Settings
+from services.judge.backend_factory import make_backend
 from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -257,6 +260,37 @@ async def test_two_backends_share_a_redis_limit(
         await backend.aclose()
     assert all(r.ok for batch in batches for r in batch)
     assert 2 <= harness.run.peak <= 3
+
+
+class ClosingLimiter(InProcessLimiter):
+    """An in-process limiter that remembers being closed."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_the_factory_s_limiter_is_closed_with_its_backend(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The factory's RedisLimiter holds a Redis connection that nothing else would close.
+    made: list[ClosingLimiter] = []
+
+    def make_limiter(redis_url: str | None, **limits: Any) -> ClosingLimiter:
+        made.append(ClosingLimiter(limits["max_concurrency"]))
+        return made[-1]
+
+    monkeypatch.setattr(limits_module, "make_limiter", make_limiter)
+    judge = {"backend": "openai", "base_url": harness.url("proper"), "model": MODEL}
+    backend = make_backend(Settings(judge=judge, _env_file=None))
+    [result] = await backend.score_choices([ask("pick A")])
+    await backend.aclose()
+    assert result.ok and [limiter.closed for limiter in made] == [True]
+    lent = ClosingLimiter()
+    async with harness.backend("proper", limiter=lent):
+        pass
+    assert not lent.closed, "a limiter passed in stays the caller's"
 
 
 async def test_generate_passes_settings_and_maps_finish_reasons(harness: Harness) -> None:
