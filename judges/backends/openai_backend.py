@@ -120,7 +120,9 @@ class OpenAIBackend:
     """:class:`~judges.backends.base.JudgeBackend` over an OpenAI-compatible HTTP server.
 
     ``limiter`` defaults to an in-process one with ``config.max_concurrency`` slots; a
-    ``client`` passed in is the caller's to close; ``sleep`` and ``rng`` drive the backoff.
+    ``limiter`` passed in is the caller's to close unless ``owns_limiter`` hands it over (a
+    :class:`~judges.limits.RedisLimiter` built for this backend holds a Redis connection);
+    a ``client`` passed in is the caller's to close; ``sleep`` and ``rng`` drive the backoff.
     """
 
     def __init__(
@@ -128,6 +130,7 @@ class OpenAIBackend:
         config: OpenAIConfig,
         *,
         limiter: Limiter | None = None,
+        owns_limiter: bool = False,
         client: httpx.AsyncClient | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
@@ -136,6 +139,7 @@ class OpenAIBackend:
             raise ValueError("top_logprobs and verdict_max_tokens must be positive")
         self.config = config
         self._limiter = limiter or InProcessLimiter(max_concurrency=config.max_concurrency)
+        self._owns_limiter = owns_limiter or limiter is None
         self._owns_client = client is None
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._client = client or httpx.AsyncClient(
@@ -206,10 +210,12 @@ class OpenAIBackend:
         return BackendInfo(BACKEND_NAME, self._model, self._logprobs_supported, details)
 
     async def aclose(self) -> None:
-        """Close the HTTP client if the backend created it."""
+        """Close the HTTP client and the limiter if they are the backend's."""
         self._closed = True
         if self._owns_client:
             await self._client.aclose()
+        if self._owns_limiter:
+            await self._limiter.aclose()
 
     async def __aenter__(self) -> OpenAIBackend:
         return self

@@ -62,7 +62,7 @@ def _openai(settings: Settings) -> JudgeBackend:
         max_concurrency=settings.judge.max_concurrency,
         rpm=settings.judge.rpm,
     )
-    return OpenAIBackend(config, limiter=limiter)
+    return OpenAIBackend(config, limiter=limiter, owns_limiter=True)
 
 
 def _vllm(settings: Settings) -> JudgeBackend:

@@ -1,30 +1,25 @@
 """The OpenAI-compatible backend against a real HTTP stand-in server on a loopback port.
 
-One uvicorn server runs in a background thread for the module. In its routes,
-``/{behaviour}/{run}/v1/chat/completions``, ``behaviour`` picks what it does on purpose
-(logprobs, none, 429 then success, 500s, hanging, 400, slow) and ``run`` keeps each test's
-requests apart. Retry sleeps are injected and recorded, never waited out.
+One stand-in (tests/judges/openai_standin.py) runs in a background thread for the module. In
+its routes, ``/{behaviour}/{run}/v1/chat/completions``, ``behaviour`` picks what it does on
+purpose (logprobs, none, 429 then success, 500s, hanging, 400, slow) and ``run`` keeps each
+test's requests apart. Retry sleeps are injected and recorded, never waited out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import socket
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
 
+from judges import limits as limits_module
 from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend, user
 from judges.backends.openai_backend import (
     VERDICT_FLOOR_LOGPROB,
@@ -36,162 +31,26 @@ from judges.backends.openai_backend import (
 )
 from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
+from services.core.settings import Settings
+from services.judge.backend_factory import make_backend
+from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-MODEL = "stand-in-judge"
-RETRY_AFTER_S = 2
-HANG_S = 5.0
-
-
-@dataclass
-class Run:  # what the stand-in saw for one test
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    in_flight: int = 0
-    peak: int = 0
-
-
-def chat_reply(content: str, usage: Any = None, **choice: Any) -> JSONResponse:
-    """A chat completion; ``choice`` sets fields of ``choices[0]`` (``logprobs``: null)."""
-    message = {"role": "assistant", "content": content}
-    first = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None, **choice}
-    if first.pop("drop_logprobs", False):
-        del first["logprobs"]
-    return JSONResponse({"object": "chat.completion", "choices": [first], "usage": usage})
-
-
-def listed_tokens(body: dict[str, Any]) -> list[tuple[str, float]]:
-    """The stand-in's first-token distribution: it favours the letter the prompt asks for."""
-    text = str(body["messages"][0]["content"])  # the user turn
-    if "off-format" in text:
-        return [("The", -0.4), ("I", -1.6)]
-    favoured, other = ("B", "A") if "pick B" in text else ("A", "B")
-    return [(favoured, -0.2), (" " + favoured, -3.0), (other, -2.5), ("The", -6.0)]
-
-
-def proper(body: dict[str, Any]) -> JSONResponse:
-    """A well-behaved server: logprobs when asked, else a generated reply."""
-    if body.get("logprobs"):
-        listed = listed_tokens(body)
-        entries = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in listed]
-        first = {**entries[0], "top_logprobs": entries[: body["top_logprobs"]]}
-        return chat_reply(listed[0][0], logprobs={"content": [first]})
-    max_tokens = int(body["max_tokens"])
-    return chat_reply(
-        f"seed={body.get('seed')} temperature={body['temperature']}",
-        usage={"prompt_tokens": 9, "completion_tokens": min(max_tokens, 8)},
-        finish_reason="length" if max_tokens < 8 else "stop",
-    )
-
-
-def verdict_only(body: dict[str, Any], *, drop: bool = False) -> JSONResponse:
-    """A server without logprobs: replies with the text after ``reply:`` in the prompt."""
-    text = str(body["messages"][0]["content"])  # the user turn
-    content = text.split("reply:", 1)[1] if "reply:" in text else "Verdict: [[B]]"
-    return chat_reply(content, drop_logprobs=drop)
-
-
-def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
-    """``n`` choices (listed last first): JSON under a ``response_format`` schema, unless the
-    server ignores it; ``one-choice`` answers one choice whatever ``n`` is."""
-    n = 1 if behaviour == "one-choice" else int(body.get("n", 1))
-    follows = "response_format" in body and behaviour != "ignores-schema"
-    choices = [
-        {
-            "index": i,
-            "message": {
-                "role": "assistant",
-                "content": json.dumps({"answer": i}) if follows else "Sure! The answer is 1.",
-            },
-            "finish_reason": "stop",
-        }
-        for i in reversed(range(n))
-    ]
-    usage = {"prompt_tokens": 5, "completion_tokens": 4 * n}
-    return JSONResponse(
-        {"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
-    )
-
-
-def error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "code": code}}, code, headers=headers)
-
-
-async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
-    """What the stand-in does on purpose; anything not singled out answers properly."""
-    count = len(run.bodies)
-    if behaviour == "rejects-logprobs" and body.get("logprobs"):
-        return error(400, "logprobs are not supported for this model")
-    if behaviour in ("null-logprobs", "absent-logprobs", "rejects-logprobs"):
-        return verdict_only(body, drop=behaviour == "absent-logprobs")
-    if behaviour == "rate-limited" and count == 1:
-        return error(429, "slow down", {"Retry-After": str(RETRY_AFTER_S)})
-    if behaviour.startswith("fail500x") and count <= int(behaviour.removeprefix("fail500x")):
-        return error(500, "internal error")
-    if behaviour == "bad-request":
-        return error(400, "unknown field 'frobnicate'")
-    if behaviour == "not-json":
-        return Response("<html>gateway</html>", 200, media_type="text/html")
-    if behaviour in ("structured", "ignores-schema", "one-choice"):
-        return structured(body, behaviour)
-    await asyncio.sleep({"hang": HANG_S, "slow": 0.05}.get(behaviour, 0))
-    return proper(body)
-
-
-def stand_in_app(runs: dict[str, Run]) -> FastAPI:
-    app = FastAPI()
-
-    @app.post("/{behaviour}/{run_id}/v1/chat/completions")
-    async def chat(behaviour: str, run_id: str, request: Request) -> Response:
-        run = runs.setdefault(run_id, Run())
-        body = await request.json()
-        run.bodies.append(body)
-        run.headers.append(dict(request.headers))
-        run.in_flight += 1
-        run.peak = max(run.peak, run.in_flight)
-        try:
-            return await behave(behaviour, run, body)
-        finally:
-            run.in_flight -= 1
-
-    @app.get("/{behaviour}/{run_id}/v1/models")
-    async def models(behaviour: str, run_id: str) -> Response:
-        if behaviour == "no-models":
-            return JSONResponse({"object": "list", "data": []})
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-
-    return app
 
 
 @pytest.fixture(scope="module")
-def stand_in() -> Iterator[tuple[int, dict[str, Run]]]:
-    """The stand-in server, listening on a free loopback port in a background thread."""
-    runs: dict[str, Run] = {}
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        stand_in_app(runs), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "stand-in did not start"
-        time.sleep(0.01)
-    yield sock.getsockname()[1], runs
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+def stand_in() -> Iterator[StandIn]:
+    """The stand-in server, shared by the module's tests (each keeps to its own run)."""
+    with stand_in_server() as server:
+        yield server
 
 
 @dataclass
 class Harness:
     """One test's view of the stand-in, and the backoff delays its backends asked for."""
 
-    port: int
-    runs: dict[str, Run]
+    server: StandIn
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     sleeps: list[float] = field(default_factory=list)
 
@@ -199,7 +58,7 @@ class Harness:
         self.sleeps.append(seconds)  # recorded, not waited out
 
     def url(self, behaviour: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{behaviour}/{self.run_id}/v1"
+        return self.server.url(behaviour, self.run_id)
 
     def backend(self, behaviour: str, **overrides: Any) -> OpenAIBackend:
         limiter = overrides.pop("limiter", None)
@@ -208,12 +67,12 @@ class Harness:
 
     @property
     def run(self) -> Run:
-        return self.runs.get(self.run_id, Run())
+        return self.server.run(self.run_id)
 
 
 @pytest.fixture
-def harness(stand_in: tuple[int, dict[str, Run]]) -> Harness:
-    return Harness(*stand_in)
+def harness(stand_in: StandIn) -> Harness:
+    return Harness(stand_in)
 
 
 def ask(text: str, candidates: tuple[str, ...] = ("A", "B"), prefix: str = "") -> ChoiceRequest:
@@ -323,7 +182,7 @@ async def test_500s_are_retried_with_growing_backoff_until_retries_run_out(
     assert result.ok and len(harness.run.bodies) == 3
     first, second = harness.sleeps
     assert 0.5 <= first <= 1.0 and 1.0 <= second <= 2.0
-    always = Harness(harness.port, harness.runs)
+    always = Harness(harness.server)
     async with always.backend("fail500x99", retry=RetryPolicy(max_retries=2)) as persistent:
         [choice] = await persistent.score_choices([ask("pick A")])
     assert choice.status == "error" and "HTTP 500" in (choice.error or "")
@@ -401,6 +260,37 @@ async def test_two_backends_share_a_redis_limit(
         await backend.aclose()
     assert all(r.ok for batch in batches for r in batch)
     assert 2 <= harness.run.peak <= 3
+
+
+class ClosingLimiter(InProcessLimiter):
+    """An in-process limiter that remembers being closed."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_the_factory_s_limiter_is_closed_with_its_backend(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The factory's RedisLimiter holds a Redis connection that nothing else would close.
+    made: list[ClosingLimiter] = []
+
+    def make_limiter(redis_url: str | None, **limits: Any) -> ClosingLimiter:
+        made.append(ClosingLimiter(limits["max_concurrency"]))
+        return made[-1]
+
+    monkeypatch.setattr(limits_module, "make_limiter", make_limiter)
+    judge = {"backend": "openai", "base_url": harness.url("proper"), "model": MODEL}
+    backend = make_backend(Settings(judge=judge, _env_file=None))
+    [result] = await backend.score_choices([ask("pick A")])
+    await backend.aclose()
+    assert result.ok and [limiter.closed for limiter in made] == [True]
+    lent = ClosingLimiter()
+    async with harness.backend("proper", limiter=lent):
+        pass
+    assert not lent.closed, "a limiter passed in stays the caller's"
 
 
 async def test_generate_passes_settings_and_maps_finish_reasons(harness: Harness) -> None:
