@@ -206,13 +206,17 @@ class RedisLimiter:
         lease_ttl_s: float = 30.0,
         poll_interval_s: float = 0.05,
         prefix: str = "plaudit:limits:",
+        timeout_s: float = 5.0,
     ) -> None:
         _check_limits(max_concurrency, rpm, window_s)
         if not lease_ttl_s > 0 or not poll_interval_s > 0:
             raise ValueError("lease_ttl_s and poll_interval_s must be positive")
         self._owns_client = isinstance(redis, str)
+        # A Redis that stops answering (not just refuses) must not stall every judge call.
         self._redis: aioredis.Redis = (
-            aioredis.from_url(redis)  # type: ignore[no-untyped-call]
+            aioredis.from_url(  # type: ignore[no-untyped-call]
+                redis, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+            )
             if isinstance(redis, str)
             else redis
         )

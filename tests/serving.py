@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,16 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@contextlib.contextmanager
+def silent_port() -> Iterator[int]:
+    """A loopback port that accepts connections (into its backlog) and never answers: a server
+    that hangs, unlike one that is down."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -142,8 +142,15 @@ class RedisGroupBuffer(Generic[K, R]):
         result_wait_s: float = 600.0,
         poll_s: float = 0.05,
         max_poll_s: float = 0.5,
+        timeout_s: float = 5.0,
     ) -> None:
-        self._redis = aioredis.from_url(redis_url, decode_responses=True)  # type: ignore[no-untyped-call]
+        # Timeouts: a Redis that stops answering is an outage (503), not a request that hangs.
+        self._redis = aioredis.from_url(  # type: ignore[no-untyped-call]
+            redis_url,
+            decode_responses=True,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+        )
         self._score = score
         self._group_id = group_id
         self._encode = encode

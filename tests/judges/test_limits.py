@@ -26,6 +26,7 @@ from judges.limits import (
     RedisLimiter,
     make_limiter,
 )
+from tests.serving import silent_port
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -275,3 +276,15 @@ async def test_unreachable_redis_raises_limiter_unavailable() -> None:
                 pass
     finally:
         await limiter.aclose()
+
+
+async def test_a_redis_that_stops_answering_raises_instead_of_hanging() -> None:
+    with silent_port() as port:
+        limiter = RedisLimiter(f"redis://127.0.0.1:{port}/0", "x", max_concurrency=1, timeout_s=0.3)
+        try:
+            with pytest.raises(LimiterUnavailable):
+                async with asyncio.timeout(30):  # a hang fails here instead
+                    async with limiter.acquire():
+                        pass
+        finally:
+            await limiter.aclose()

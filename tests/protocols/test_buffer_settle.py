@@ -1,6 +1,7 @@
-"""Evaluation-sized groups settle instead of waiting out the deadline, in both group buffers
-(in-process and on the real Redis), while training groups still gather whole (issue 10:
-OpenRLHF sends its evaluation samples, 4 per prompt, to the URL its training uses)."""
+"""The group buffers (in-process, and on the real Redis): evaluation-sized groups settle
+instead of waiting out the deadline while training groups still gather whole (issue 10:
+OpenRLHF sends its evaluation samples, 4 per prompt, to the URL its training uses); and a Redis
+that hangs is an outage for the shared buffer."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 import pytest
+from redis.exceptions import RedisError
 
 from services.protocols.buffer import GroupBuffer, Settle
 from services.protocols.shared_buffer import RedisGroupBuffer
 from tests.conftest import REDIS_URL, require_services
+from tests.serving import silent_port
 
 #: A deadline no test reaches: a group that waits it out hangs the test (caught by GUARD_S).
 NEVER_S = 600.0
@@ -129,3 +132,20 @@ async def test_a_training_group_pausing_at_the_evaluation_size_is_scored_in_two_
     rest = await asyncio.gather(*(_send(buffer, key, [f"t{i}"], 8) for i in range(4, 8)))
     assert all(a[0].endswith("/4") for a in [*first, *rest])
     assert [len(g) for g in scorer.groups] == [4, 4]
+
+
+async def test_a_redis_that_stops_answering_is_an_outage_not_a_hang() -> None:
+    with silent_port() as port:
+        buffer = RedisGroupBuffer[str, str](
+            f"redis://127.0.0.1:{port}/0",
+            Scorer(),
+            group_id=str,
+            encode=lambda r: r,
+            decode=str,
+            timeout_s=0.3,
+        )
+        try:
+            with pytest.raises(RedisError):  # the API answers it as a 503 with Retry-After
+                await asyncio.wait_for(buffer.submit("k", ["a"], size=2, wait_s=5), GUARD_S)
+        finally:
+            await buffer.aclose()
