@@ -144,7 +144,7 @@ def _wait_live(urls: list[str], logs: Path, within: float = 300.0) -> None:
 
 
 async def test_two_replicas_complete_every_group(replicas: list[str]) -> None:
-    params: dict[str, str | int] = {
+    params: dict[str, str | int | float] = {
         "spec": json.dumps(SPEC),
         "group_size": GROUP,
         "run_id": "replicas",
@@ -171,8 +171,18 @@ async def test_two_replicas_complete_every_group(replicas: list[str]) -> None:
             spread = sorted(a["rewards"][0] for a in answers[p * GROUP : (p + 1) * GROUP])
             assert spread[0] == 0.0 and spread[-1] == 1.0, "min-max over the whole group"
         page = (await client.get(replicas[0] + "/v1/runs/replicas/groups")).json()
-    assert page["total"] == len(PROMPTS), "each group scored and stored once"
-    assert all(len(g["result"]["results"]) == GROUP for g in page["items"])
+        assert page["total"] == len(PROMPTS), "each group scored and stored once"
+        assert all(len(g["result"]["results"]) == GROUP for g in page["items"])
+
+        # Then an evaluation on the same URL, 2 samples per prompt: each group settles on
+        # whichever replica brought it to 2 (waiting out wait_s would time this client out).
+        params.update(eval_group_size=2, settle_s=0.5, wait_s=600, run_id="replicas-eval")
+        evaluation = await asyncio.gather(
+            *(send(i, b) for i, b in enumerate(bodies) if i % GROUP < 2)
+        )
+        assert [a["extra_logs"]["plaudit_group_size"] for a in evaluation] == [[2.0]] * 8
+        page = (await client.get(replicas[1] + "/v1/runs/replicas-eval/groups")).json()
+        assert page["total"] == len(PROMPTS), "each evaluation group scored once"
 
 
 SCALE: dict[str, Any] = {
