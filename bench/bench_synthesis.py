@@ -11,7 +11,8 @@ Three measurements, each printing one JSON object (and writing it under ``--out`
   reference answer's rubric reward beats the same-domain distractor's, per scoring mode
   (``logprob``, ``generate``, ``implicit``), with the real SmolLM2 judge.
 - ``cost``: logprob scoring of G=8 completions against a 10-criterion rubric vs a 1-criterion
-  rubric (cache off), the ratio of the two wall times (median of ``--repeats``).
+  rubric (cache off), the ratio of the two wall times (median of ``--repeats``); ``--pack
+  both`` (default) measures packed tails off and on in the same run.
 
 ::
 
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -157,40 +160,51 @@ async def discrimination(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def cost(args: argparse.Namespace) -> dict[str, Any]:
+    """8 x 1 vs 8 x 10 criteria; with ``--pack both``, packed tails off and on in one run
+    (two apps loaded side by side, their measurements alternating)."""
     from services.rubrics.schemas import ScoreRequest
     from services.rubrics.service import RubricsService
 
     question = "Why does water boil at a lower temperature on a mountain?"
-    async with app_services("embedded") as resources:
-        service = resources.services.require(RubricsService)
+    variants = ["off", "on"] if args.pack == "both" else [args.pack]
 
-        async def timed(n: int) -> float:
-            rubric = {"criteria": [{"text": t, "weight": 1} for t in CRITERIA[:n]]}
-            if n > 8:
-                rubric["criteria"][8]["kind"] = "pitfall"
-                rubric["criteria"][9]["kind"] = "pitfall"
-            request = ScoreRequest(
-                rubric=rubric, prompt=question, completions=COMPLETIONS, cache=False
-            )
-            started = time.perf_counter()
-            await service.score(request)
-            return time.perf_counter() - started
+    def request(n: int) -> ScoreRequest:
+        rubric = {"criteria": [{"text": t, "weight": 1} for t in CRITERIA[:n]]}
+        if n > 8:
+            rubric["criteria"][8]["kind"] = "pitfall"
+            rubric["criteria"][9]["kind"] = "pitfall"
+        return ScoreRequest(rubric=rubric, prompt=question, completions=COMPLETIONS, cache=False)
 
-        await timed(1)  # warm-up
-        ones, tens = [], []
+    async def timed(service: RubricsService, n: int) -> float:
+        started = time.perf_counter()
+        await service.score(request(n))
+        return time.perf_counter() - started
+
+    async with contextlib.AsyncExitStack() as stack:
+        services: dict[str, RubricsService] = {}
+        for variant in variants:
+            os.environ["PLAUDIT_JUDGE_PACK_TAILS"] = "true" if variant == "on" else "false"
+            resources = await stack.enter_async_context(app_services("embedded"))
+            services[variant] = resources.services.require(RubricsService)
+            await timed(services[variant], 1)  # warm-up (loads the model)
+            await timed(services[variant], 10)
+        runs: dict[str, dict[int, list[float]]] = {v: {1: [], 10: []} for v in variants}
         for _ in range(args.repeats):
-            ones.append(await timed(1))
-            tens.append(await timed(10))
-    one, ten = statistics.median(ones), statistics.median(tens)
-    return {
-        "completions": len(COMPLETIONS),
-        "criteria": [1, 10],
-        "seconds_1": round(one, 3),
-        "seconds_10": round(ten, 3),
-        "ratio": round(ten / one, 2),
-        "runs_1": [round(x, 3) for x in ones],
-        "runs_10": [round(x, 3) for x in tens],
-    }
+            for variant in variants:
+                for n in (1, 10):
+                    runs[variant][n].append(await timed(services[variant], n))
+    out: dict[str, Any] = {"completions": len(COMPLETIONS), "criteria": [1, 10]}
+    for variant in variants:
+        one, ten = statistics.median(runs[variant][1]), statistics.median(runs[variant][10])
+        out[f"pack_{variant}"] = {
+            "seconds_1": round(one, 3),
+            "seconds_10": round(ten, 3),
+            "ratio": round(ten / one, 2),
+            "runs_1": [round(x, 3) for x in runs[variant][1]],
+            "runs_10": [round(x, 3) for x in runs[variant][10]],
+        }
+        print(variant, out[f"pack_{variant}"], flush=True)
+    return out
 
 
 def main() -> None:
@@ -201,6 +215,7 @@ def main() -> None:
     parser.add_argument("--mode", default="logprob")
     parser.add_argument("--generator", choices=["embedded", "extractive"], default="embedded")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pack", choices=["on", "off", "both"], default="both")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     run = {"retention": retention, "discrimination": discrimination, "cost": cost}[args.what]

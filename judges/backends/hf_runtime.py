@@ -31,6 +31,7 @@ import copy
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any
 
 import torch
 
-from judges.backends import decoding
+from judges.backends import decoding, packing
 from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
@@ -96,6 +97,7 @@ class HFRuntime:
         max_batch_size: int = 8,
         max_input_tokens: int = 2048,
         prefix_min_tokens: int = 16,
+        pack_tails: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -109,6 +111,10 @@ class HFRuntime:
         # transformers 5.2x renamed ``past_key_values`` to ``cache``; accept both.
         forward_params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self.pack_tails = pack_tails and self.prefix_min_tokens > 0 and _packable(model)
+        if self.pack_tails:
+            decoder_params = inspect.signature(model.get_decoder().forward).parameters
+            self._decoder_cache_kwarg = "cache" if "cache" in decoder_params else "past_key_values"
 
     @classmethod
     def load(
@@ -159,6 +165,7 @@ class HFRuntime:
         results: list[ChoiceResult | None] = [None] * len(requests)
         rows, targets = self._choice_rows(requests, results)
         common = _PrefixKV(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
+        rows = self._score_packed(requests, targets, results, rows, common, deadline)
         for group in self._prefix_groups(rows, sources):
             node = common
             if len(group) < len(rows):
@@ -166,6 +173,79 @@ class HFRuntime:
             run = functools.partial(self._score_rows, requests, targets, results, node)
             run_in_chunks(group, self.max_batch_size, run, results, ChoiceResult.failed, deadline)
         return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _score_packed(
+        self,
+        requests: Sequence[ChoiceRequest],
+        targets: dict[int, list[list[int]]],
+        results: list[ChoiceResult | None],
+        rows: list[Row],
+        common: _PrefixKV,
+        deadline: float | None,
+    ) -> list[Row]:
+        """Score the rows that pack into families (:mod:`judges.backends.packing`); return
+        the rest, and the rows of any batch that failed, for the ordinary path.
+
+        Only rows whose candidates are all one token pack (their score is the first token's
+        log-probability); multi-token candidates need the teacher-forced continuation.
+        """
+        if not self.pack_tails or not rows:
+            return rows
+        single = [r for r in rows if all(len(t) == 1 for t in targets[r.owner])]
+        if len(single) < 2:
+            return rows
+        head = len(common.ids) if len(common.ids) >= self.prefix_min_tokens else 0
+        found, _ = packing.families(single, head, self.prefix_min_tokens)
+        if not found:
+            return rows
+        done: set[int] = set()
+        for start in range(0, len(found), self.max_batch_size):
+            if deadline is not None and time.monotonic() > deadline:
+                break  # the ordinary path marks what is left as timed out
+            batch = found[start : start + self.max_batch_size]
+            try:
+                with torch.inference_mode():
+                    scores = self._run_packed(batch, common if head else None, targets)
+            except Exception as exc:  # the ordinary path scores these rows instead
+                logger.warning("a packed batch failed (%s); scoring its rows one by one", exc)
+                continue
+            for row, values in scores:
+                results[row.owner] = ChoiceResult.from_logprobs(
+                    requests[row.owner].candidates, values
+                )
+                done.add(row.owner)
+        return [r for r in rows if r.owner not in done]
+
+    def _run_packed(
+        self,
+        batch: Sequence[packing.Family],
+        head: _PrefixKV | None,
+        targets: dict[int, list[list[int]]],
+    ) -> list[tuple[Row, list[float]]]:
+        """One forward pass over packed families after the call's cached head."""
+        skip = len(head.ids) if head is not None else 0
+        packed = packing.pack(batch, skip, self.pad_id, self.model.dtype, self.device)
+        cached: dict[str, Any] = {}
+        if head is not None:
+            cache = self._prefix_cache(head.ids, head)
+            cache.batch_repeat_interleave(len(batch))
+            cached = {self._decoder_cache_kwarg: cache}
+        hidden = self.model.get_decoder()(
+            input_ids=packed.input_ids,
+            attention_mask=packed.attention_mask,
+            position_ids=packed.position_ids,
+            use_cache=head is not None,
+            **cached,
+        ).last_hidden_state
+        index = [(b, end) for b, ends in enumerate(packed.ends) for end in ends]
+        picked = hidden[[b for b, _ in index], [end for _, end in index]]
+        logits = self.model.get_output_embeddings()(picked)
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        rows = [row for family in batch for row in family.rows]
+        return [
+            (row, [float(logprobs[k, t[0]]) for t in targets[row.owner]])
+            for k, row in enumerate(rows)
+        ]
 
     def _choice_rows(
         self, requests: Sequence[ChoiceRequest], results: list[ChoiceResult | None]
@@ -358,6 +438,20 @@ def _full_attention_only(config: Any) -> bool:
     return getattr(text_config, "sliding_window", None) is None and all(
         kind == "full_attention" for kind in layer_types
     )
+
+
+def _packable(model: Any) -> bool:
+    """Whether packed tails can run on ``model``: a decoder and an output head to call apart,
+    and logits that are the head's output as is (no final soft-capping)."""
+    text_config = (
+        model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    )
+    if getattr(text_config, "final_logit_softcapping", None):
+        return False
+    try:
+        return model.get_decoder() is not None and model.get_output_embeddings() is not None
+    except (AttributeError, NotImplementedError):
+        return False
 
 
 def _output_cache(output: Any) -> Any:

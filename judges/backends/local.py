@@ -58,7 +58,9 @@ class LocalBackend:
     come back with status ``timeout``. ``max_batch_size`` bounds one forward pass;
     ``max_input_tokens`` rejects longer prompts as ``invalid``. ``prefix_min_tokens``: a
     prompt prefix shared by a batch of choice prompts runs once when it has at least this
-    many tokens (0 turns that off, see :class:`~judges.backends.hf_runtime.HFRuntime`).
+    many tokens (0 turns that off, see :class:`~judges.backends.hf_runtime.HFRuntime`);
+    ``pack_tails`` runs prompts that share a long prefix and differ only in short tails as one
+    packed sequence (:mod:`judges.backends.packing`).
 
     ``num_threads`` sets torch's intra-op threads from the model thread (it also becomes
     the default of threads started later). On a small machine shared with other work, 1
@@ -82,6 +84,7 @@ class LocalBackend:
         timeout_s: float | None = None,
         num_threads: int | None = None,
         prefix_min_tokens: int = 16,
+        pack_tails: bool = True,
         batch_max_rows: int = 64,
         batch_max_wait_s: float = 0.005,
         on_batch: Callable[[BatchRecord], None] | None = None,
@@ -103,6 +106,7 @@ class LocalBackend:
         self._timeout_s = timeout_s
         self._num_threads = num_threads
         self._prefix_min_tokens = prefix_min_tokens
+        self._pack_tails = pack_tails
         self._model_dir: Path | None = None
         self._calls = itertools.count()
         self.worker: ModelWorker[HFRuntime, _Item, _Result] = ModelWorker(
@@ -205,6 +209,7 @@ class LocalBackend:
             max_batch_size=self._max_batch_size,
             max_input_tokens=self._max_input_tokens,
             prefix_min_tokens=self._prefix_min_tokens,
+            pack_tails=self._pack_tails,
         )
         self._model_dir = model_dir
         return runtime

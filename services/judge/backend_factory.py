@@ -28,6 +28,7 @@ def make_backend(
             max_input_tokens=settings.judge.max_input_tokens,
             timeout_s=settings.judge.timeout_s,
             prefix_min_tokens=settings.judge.prefix_min_tokens,
+            pack_tails=settings.judge.pack_tails,
             batch_max_rows=settings.judge.batch_max_rows,
             batch_max_wait_s=settings.judge.batch_max_wait_ms / 1000,
             on_batch=on_batch,

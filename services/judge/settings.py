@@ -28,6 +28,11 @@ class JudgeSettings(BaseModel):
         description="local: a prompt prefix shared by a batch runs once when it has at least "
         "this many tokens (0: off)",
     )
+    pack_tails: bool = Field(
+        default=True,
+        description="local: choice prompts that share a long prefix and differ in short tails "
+        "(rubric criteria of one completion) run as one packed sequence",
+    )
     batch_max_rows: int = Field(
         default=64,
         ge=1,

@@ -204,3 +204,60 @@ def test_prefix_groups_join_callers_on_one_question_and_split_different_ones() -
     # single rows have nothing of their own to share: they join whatever they meet
     singles = prefix_groups([caller(q1, 0, 1), caller(q2, 1, 1)])
     assert len(singles) == 1 and len(singles[0]) == 2
+
+
+CRITERIA = [
+    "States the boiling point at sea level.",
+    "Explains why altitude changes the boiling point.",
+    "Mentions air pressure.",
+    "Gives the temperature in both Celsius and Fahrenheit.",
+]
+
+
+def rubric_requests() -> list[ChoiceRequest]:
+    """Rubric rows as rubric scoring sends them: each answer against each criterion."""
+    template = load_template("rubric_criterion@2")
+    return [
+        template.render(
+            "0123456789abcdef", question=QUESTION, response=a, criterion=c
+        ).choice_request()
+        for a in ANSWERS
+        for c in CRITERIA
+    ]
+
+
+@contextmanager
+def decoder_passes(runtime: HFRuntime) -> Iterator[list[tuple[int, int]]]:
+    """The ``input_ids`` shape of every pass through the decoder (packed or not)."""
+    shapes: list[tuple[int, int]] = []
+
+    def record(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        shapes.append(tuple(kwargs["input_ids"].shape))
+
+    handle = runtime.model.get_decoder().register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        yield shapes
+    finally:
+        handle.remove()
+
+
+@pytest.mark.slow
+def test_packed_rubric_rows_match_unshared_in_two_passes(
+    shared: HFRuntime, unshared: HFRuntime
+) -> None:
+    requests = rubric_requests()  # 4 answers x 4 criteria: 4 families of 4 rows
+    assert shared.pack_tails and not unshared.pack_tails
+    with decoder_passes(shared) as shapes:
+        results = shared.score_choices(requests)
+    assert_same_scores(results, unshared.score_choices(requests))
+    # the shared head once (a batch of one), then the four families in one packed pass
+    assert [batch for batch, _ in shapes] == [1, 4]
+
+
+@pytest.mark.slow
+def test_rows_that_do_not_pack_take_the_ordinary_path(
+    shared: HFRuntime, unshared: HFRuntime
+) -> None:
+    # one lone rubric row beside the pairs: the pairs have no family of their own past the head
+    requests = [*pairwise_requests()[:4], rubric_requests()[0]]
+    assert_same_scores(shared.score_choices(requests), unshared.score_choices(requests))
