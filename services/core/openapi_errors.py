@@ -2,9 +2,9 @@
 
 FastAPI documents only 422, with its own ``HTTPValidationError`` body; Plaudit answers every
 error with the envelope (:mod:`services.core.envelope`), and a route may also answer 401/403
-(keys), 404, 409 (Idempotency-Key and version conflicts), 413 (body limit), 429 (backpressure),
-503 (a model, the database or Redis is down) and 504 (the request deadline). Routes that take a
-body may also answer 400 (a body that cannot be read as text).
+(keys), 404, 409 (Idempotency-Key, version and state conflicts), 413 (body limit), 429
+(backpressure), 503 (a model, the database or Redis is down) and 504 (the request deadline).
+Routes that take a body may also answer 400 (a body that cannot be read as text).
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ ALWAYS = {
 #: Added for operations that take a body or change state.
 WITH_BODY = {
     400: "the body could not be read (not UTF-8 text)",
-    409: "an Idempotency-Key in use (or used with another body), or a stale expected_version",
+    409: (
+        "an Idempotency-Key in use (or used with another body), a stale expected_version, or "
+        "a resource in another state (a memory revision that is no longer held)"
+    ),
     413: "the body is larger than the server's limit",
 }
 

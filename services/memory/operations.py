@@ -70,6 +70,22 @@ class Checked:
         }
 
 
+def accepted_from_wire(operations: Sequence[dict[str, Any]]) -> list[Checked]:
+    """The accepted operations of a stored revision (``Checked.wire`` form) as they were
+    checked: an admin's approval of a held revision applies exactly what the guard held."""
+    fields = set(EditOperation.model_fields)
+    return [
+        Checked(
+            EditOperation(**{k: v for k, v in op.items() if k in fields}),
+            True,
+            None,
+            dict(op.get("before") or {}),
+        )
+        for op in operations
+        if op.get("accepted")
+    ]
+
+
 def check_operations(
     criteria: Sequence[Criterion],
     proposed: Sequence[EditOperation],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -230,6 +231,26 @@ class MemoryRepository:
                 .where(MemoryRevision.id == revision_id)
                 .values(updated_at=utcnow(), **values)
             )
+
+    async def swap_revision(
+        self,
+        revision_id: str,
+        expected: str,
+        *,
+        stale_before: datetime | None = None,
+        **values: Any,
+    ) -> bool:
+        """Set ``values`` only while the row is still in state ``expected`` (and, with
+        ``stale_before``, was last updated before it): a compare-and-set, so of two admins
+        acting on one revision at once exactly one wins. True when this caller won."""
+        clauses = [MemoryRevision.id == revision_id, MemoryRevision.state == expected]
+        if stale_before is not None:
+            clauses.append(MemoryRevision.updated_at < stale_before)
+        async with transaction(self._sessions) as session:
+            result = await session.execute(
+                update(MemoryRevision).where(*clauses).values(updated_at=utcnow(), **values)
+            )
+        return getattr(result, "rowcount", 0) == 1
 
     async def active_revision(self, run_id: str, rubric_id: str) -> MemoryRevision | None:
         query = select(MemoryRevision).where(

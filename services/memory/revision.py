@@ -6,12 +6,15 @@
 3. Ask the editor for operations on the adaptive criteria; check each
    (:mod:`services.memory.operations`).
 4. Guard (:mod:`services.memory.guard`): undos of recent revisions and verdict flips on the
-   frozen rollouts hold the revision for the admin.
-5. Apply: a new rubric version through the rubric service (compare-and-set on the version the
-   revision started from), and a ``rubric_update`` record with the diff, rationale and evidence.
+   frozen rollouts hold the revision for the admin (who approves or dismisses it:
+   :mod:`services.memory.approval`).
+5. Apply (:meth:`Reviser.publish`): a new rubric version through the rubric service
+   (compare-and-set on the version the revision started from), and a ``rubric_update`` record
+   with the diff, rationale and evidence.
 
 The revision row says how it ended: ``applied``, ``held`` or ``rejected`` (with the reason
-and every operation's verdict), or ``failed``.
+and every operation's verdict), or ``failed``. A held one ends ``applied`` or ``rejected`` when
+an admin approves or dismisses it.
 """
 
 from __future__ import annotations
@@ -292,6 +295,40 @@ class Reviser:
         base: dict[str, Any],
         detail: dict[str, Any],
     ) -> dict[str, Any]:
+        try:
+            record = await self.publish(revision, rubric, accepted, operations, base)
+        except Conflict as exc:
+            return {
+                **base,
+                "state": "rejected",
+                "reason": exc.message,
+                "operations": operations,
+                "detail": detail,
+            }
+        detail["record_id"] = record.id
+        return {
+            **base,
+            "state": "applied",
+            "to_version": record.data["to_version"],
+            "operations": operations,
+            "reason": None,
+            "detail": detail,
+        }
+
+    async def publish(
+        self,
+        revision: MemoryRevision,
+        rubric: RubricOut,
+        accepted: Sequence[Checked],
+        operations: list[dict[str, Any]],
+        base: dict[str, Any],
+        extra: dict[str, Any] | None = None,
+    ) -> MemoryRecordRow:
+        """The apply step, shared by this job and an admin's approval of a held revision, so
+        both make a version the same way: the new rubric version (compare-and-set on
+        ``rubric.version``: Conflict when the rubric moved on, and nothing is written), the
+        ``rubric_update`` record (``extra`` added to its data), and the stamps. Names the new
+        criteria's ids in ``operations``; the record's data holds ``to_version``."""
         body = RubricUpdate(
             name=rubric.name or rubric.id,
             question=rubric.question,
@@ -304,30 +341,13 @@ class Reviser:
                 :1000
             ],
         )
-        try:
-            saved = await self._rubrics.update(rubric.id, body)
-        except Conflict as exc:
-            return {
-                **base,
-                "state": "rejected",
-                "reason": exc.message,
-                "operations": operations,
-                "detail": detail,
-            }
+        saved = await self._rubrics.update(rubric.id, body)
         name_new_ids(operations, rubric, saved)
         record = await self._update_record(
-            revision, rubric.version, saved.version, operations, base
+            revision, rubric.version, saved.version, operations, base, extra or {}
         )
         self._stamps.made_version(rubric.id, saved.version, revision.run_id, revision.step)
-        detail["record_id"] = record.id
-        return {
-            **base,
-            "state": "applied",
-            "to_version": saved.version,
-            "operations": operations,
-            "reason": None,
-            "detail": detail,
-        }
+        return record
 
     async def _update_record(
         self,
@@ -336,6 +356,7 @@ class Reviser:
         new: int,
         operations: list[dict[str, Any]],
         base: dict[str, Any],
+        extra: dict[str, Any],
     ) -> MemoryRecordRow:
         done = [o for o in operations if o["accepted"]]
         text = f"Rubric v{old} -> v{new} at step {revision.step}: " + "; ".join(
@@ -359,6 +380,7 @@ class Reviser:
                 "operations": done,
                 "rationale": base.get("rationale"),
                 "evidence": base.get("evidence", []),
+                **extra,
             },
             embedding=[float(x) for x in vector],
             created_at=utcnow(),

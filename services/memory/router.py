@@ -39,6 +39,7 @@ Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=INT32_MAX)]
 Step = Annotated[int, Path(ge=0, le=INT32_MAX)]
 RubricId = Annotated[str, Path(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
+RevisionId = Annotated[str, Path(pattern=r"^rv_[0-9a-f]{1,40}$", max_length=43)]
 RubricFilter = Annotated[str | None, Query(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
 
 
@@ -129,6 +130,22 @@ async def revisions(
 ) -> Page[RevisionOut]:
     """The run's revisions and their states, newest first."""
     return await service.revisions(run_id, limit=limit, offset=offset)
+
+
+@router.post("/revisions/{revision_id}/approve", dependencies=Admin)
+async def approve(revision_id: RevisionId, service: Service) -> RevisionOut:
+    """Apply a held revision as the revision job would have (a new rubric version and its
+    ``rubric_update`` record); the revision becomes ``applied``, with who approved it in
+    ``detail.approved``. 409 when it is not held, or when the rubric has moved on from the
+    version it was proposed on (nothing is applied)."""
+    return await service.approve(revision_id)
+
+
+@router.post("/revisions/{revision_id}/dismiss", dependencies=Admin)
+async def dismiss(revision_id: RevisionId, service: Service) -> RevisionOut:
+    """A held revision becomes ``rejected`` (nothing applied), with who dismissed it in
+    ``reason`` and ``detail.dismissed``. 409 when it is not held."""
+    return await service.dismiss(revision_id)
 
 
 @router.post("/runs/{run_id}/pause", dependencies=Admin)

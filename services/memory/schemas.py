@@ -13,7 +13,8 @@ from services.core.schemas import INT32_MAX, Completions, Id, Prompt, StoredMode
 from services.rubrics.schemas import RUBRIC_REF, RubricOut
 
 RecordKind = Literal["rollout_analysis", "step_summary", "rubric_update"]
-RevisionState = Literal["queued", "running", "applied", "held", "rejected", "failed"]
+#: ``approving``: an admin's approval of a held revision is being applied (a moment).
+RevisionState = Literal["queued", "running", "applied", "held", "approving", "rejected", "failed"]
 CriterionKey = Annotated[str, Field(min_length=1, max_length=20)]
 Probability = Annotated[float, Field(ge=0, le=1)]
 

@@ -24,6 +24,7 @@ from services.core.models import MemoryRecordRow, MemoryRevision, utcnow
 from services.core.schemas import Page
 from services.judge.service import prompt_text
 from services.memory import retrieval as rt
+from services.memory.approval import Approvals
 from services.memory.ingest import IngestQueue
 from services.memory.recorder import Recorder, TextEmbedder
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
@@ -89,6 +90,7 @@ class MemoryService:
             settings, repository, rubrics, embedder, self.stamps, self.start_revision
         )
         self.reviser = Reviser(settings, repository, rubrics, embedder, self.stamps, call)
+        self.approvals = Approvals(repository, rubrics, self.reviser)
         self.queue: IngestQueue[Queued] = IngestQueue(
             self._take, size=settings.queue_size, registry=registry
         )
@@ -173,6 +175,14 @@ class MemoryService:
         await self._runs(run_id)
         rows, total = await self._repo.revisions(run_id, limit=limit, offset=offset)
         return Page(items=[revision_out(r) for r in rows], limit=limit, offset=offset, total=total)
+
+    async def approve(self, revision_id: str) -> RevisionOut:
+        """A held revision applied on an admin's word (see :mod:`services.memory.approval`)."""
+        return revision_out(await self.approvals.approve(revision_id))
+
+    async def dismiss(self, revision_id: str) -> RevisionOut:
+        """A held revision rejected on an admin's word."""
+        return revision_out(await self.approvals.dismiss(revision_id))
 
     # --- reads ----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The admin page at ``/admin`` in a real headless Chromium against a real ``plaudit serve all``
 (embedded set-up, API keys on): the memory is filled through the API a trainer would use, then a
 person logs in, reads the run's plot, steps, rubric diff and search, and rolls a rubric back;
-the rollback is then checked through the API (issue 12)."""
+the rollback is then checked through the API (issue 12). A held revision is approved with its
+button, and the API shows it applied."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +19,11 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
+from services.core.models import MemoryRevision, utcnow
+from services.memory.repository import new_id
 from tests.jobs.conftest import IDLE_JUDGE
 from tests.serving import serving
 
@@ -33,8 +39,14 @@ CRITERIA = [
 
 
 @pytest.fixture(scope="module")
-def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("admin-page")
+def admin_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the served app keeps its data (``data/plaudit.db``: the embedded SQLite)."""
+    return tmp_path_factory.mktemp("admin-page")
+
+
+@pytest.fixture(scope="module")
+def admin_url(admin_root: Path) -> Iterator[str]:
+    root = admin_root
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")}
     env.update(
         IDLE_JUDGE,
@@ -162,3 +174,93 @@ def test_an_admin_browses_the_run_and_rolls_the_rubric_back(
         ).json()["items"]
         rollbacks = [r for r in records if r["data"].get("operation") == "rollback"]
         assert rollbacks, records
+
+
+def _hold_a_revision(database: Path, rubric: dict[str, Any]) -> str:
+    """A held revision, written into the served app's database as the oscillation guard leaves
+    one (the served editor is an idle judge that proposes nothing): c2 weighed one more."""
+    c2 = next(c for c in rubric["criteria"] if c["id"] == "c2")
+    operation = {
+        "op": "reweight",
+        "id": "c2",
+        "text": "",
+        "weight": c2["weight"] + 1,
+        "kind": "required",
+        "accepted": True,
+        "reason": None,
+        "before": {"text": c2["text"], "weight": c2["weight"]},
+    }
+    now = utcnow()
+    revision_id = new_id("rv")
+    row = MemoryRevision(
+        id=revision_id,
+        run_id=RUN,
+        rubric_id=rubric["id"],
+        step=3,
+        state="held",
+        from_version=rubric["version"],
+        operations=[operation],
+        rationale="c2 separates the groups: weigh it more",
+        evidence=[],
+        reason="undoes a recent edit: moves c2's weight back (written by the test)",
+        detail={},
+        created_at=now,
+        updated_at=now,
+    )
+    engine = create_engine(f"sqlite:///{database}")
+    try:
+        with Session(engine) as session, session.begin():
+            session.add(row)
+    finally:
+        engine.dispose()
+    return revision_id
+
+
+def test_an_admin_approves_a_held_revision(
+    browser: webdriver.Chrome, admin_url: str, admin_root: Path, filled: dict[str, Any]
+) -> None:
+    rubric_id = filled["rubric"]["id"]
+    with _client(admin_url, ADMIN) as admin:
+        rubric = admin.get(f"/v1/rubrics/{rubric_id}").json()
+    revision_id = _hold_a_revision(admin_root / "data" / "plaudit.db", rubric)
+
+    browser.get(f"{admin_url}/admin")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get(f"{admin_url}/admin")
+    _wait(browser, "#key").send_keys(ADMIN)
+    browser.find_element(By.CSS_SELECTOR, "#key-form button").click()
+    row = _wait(browser, f"#revisions tr[data-revision='{revision_id}']")
+    assert "held" in row.text
+    assert row.find_elements(By.CSS_SELECTOR, "button.dismiss")
+    row.find_element(By.CSS_SELECTOR, "button.approve").click()
+    WebDriverWait(browser, 10).until(ec.alert_is_present())
+    assert "moves c2's weight back" in browser.switch_to.alert.text
+    browser.switch_to.alert.accept()
+    WebDriverWait(browser, 60).until(
+        lambda b: "Approved" in b.find_element(By.ID, "revision-done").text
+    )
+    row = _wait(browser, f"#revisions tr[data-revision='{revision_id}']")
+    assert "applied" in row.text and not row.find_elements(By.CSS_SELECTOR, "button")
+    new_version = rubric["latest_version"] + 1
+    assert browser.find_element(By.ID, "rubric-current").text == str(new_version)
+
+    # the API agrees: the revision applied, a new current version, the record of who approved
+    with _client(admin_url, ADMIN) as admin:
+        revisions = admin.get(f"/v1/memory/runs/{RUN}/revisions").json()["items"]
+        [approved] = [r for r in revisions if r["id"] == revision_id]
+        assert approved["state"] == "applied", approved
+        assert (approved["from_version"], approved["to_version"]) == (
+            rubric["version"],
+            new_version,
+        )
+        assert approved["detail"]["approved"]["by"]
+        current = admin.get(f"/v1/rubrics/{rubric_id}").json()
+        assert (current["version"], current["current_version"]) == (new_version, new_version)
+        weights = {c["id"]: c["weight"] for c in current["criteria"]}
+        assert weights["c2"] == next(c["weight"] for c in rubric["criteria"] if c["id"] == "c2") + 1
+        records = admin.get(
+            "/v1/memory/records", params={"kind": "rubric_update", "run_id": RUN}
+        ).json()["items"]
+        [record] = [r for r in records if r["data"].get("revision_id") == revision_id]
+        assert record["data"]["to_version"] == new_version
+        assert record["data"]["approved"]["by"] == approved["detail"]["approved"]["by"]

@@ -51,14 +51,21 @@ Make = Callable[..., Any]
 
 
 @pytest.fixture
+def memory_settings(pg_settings: Settings) -> Settings:
+    """The set-up ``memory_app`` starts on: Postgres (a module may override this fixture to
+    run on both set-ups)."""
+    return pg_settings
+
+
+@pytest.fixture
 async def memory_app(
-    pg_settings: Settings, embedder: Embedder, judge_backend: Any
+    memory_settings: Settings, embedder: Embedder, judge_backend: Any
 ) -> AsyncIterator[Make]:
     """``await make(llm=None, **overrides)``: the app started, with API keys."""
     started: list[tuple[FastAPI, Any]] = []
 
     async def make(llm: Any = None, **overrides: Any) -> FastAPI:
-        settings = pg_settings.with_overrides(api_keys=KEYS, **overrides)
+        settings = memory_settings.with_overrides(api_keys=KEYS, **overrides)
         extras = {"memory_llm": llm} if llm is not None else {}
         app = create_app(settings, embedder=embedder, judge_backend=judge_backend, **extras)
         context = app.router.lifespan_context(app)

@@ -14,6 +14,7 @@ from services.memory.operations import (
     EditOperation,
     Limits,
     PastOperation,
+    accepted_from_wire,
     apply_operations,
     check_operations,
     find_undo,
@@ -220,6 +221,27 @@ def test_applying_keeps_ids_and_leaves_new_criteria_without_one() -> None:
         (None, "Explains what vapour pressure is", 2, "pitfall"),
     ]
     assert new[0].anchor is True
+
+
+def test_a_stored_revision_gives_back_its_accepted_operations() -> None:
+    """An admin's approval applies what the guard held: the stored (wire) operations read back
+    as the accepted ones, refused ones left out, and apply to the same criteria."""
+    checked = check_operations(
+        C,
+        [
+            op(op="reweight", id="c1", weight=5),  # an anchor: refused
+            op(op="reword", id="c2", text="Gives the boiling point in degrees"),
+            op(op="add", text="Explains what vapour pressure is", weight=2),
+        ],
+        LIMITS,
+        words,
+    )
+    stored = [
+        {**c.wire(), "made_id": "c4"} if c.operation.op == "add" else c.wire() for c in checked
+    ]
+    again = accepted_from_wire(stored)
+    assert again == [c for c in checked if c.accepted]
+    assert apply_operations(C, again) == apply_operations(C, [c for c in checked if c.accepted])
 
 
 # --- undo and the guard -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The admin page: runs, steps, revisions and search from /v1/memory, rubric versions and diffs
-// from /v1/rubrics, rollback through the memory's recorded admin rollback. Text from the API is
-// only ever set as textContent, never as HTML.
+// from /v1/rubrics, rollback through the memory's recorded admin rollback, and the approval or
+// dismissal of held revisions. Text from the API is only ever set as textContent, never as HTML.
 "use strict";
 
 const KEY_STORE = "plaudit-admin-key";
@@ -94,6 +94,7 @@ async function loadRuns() {
 
 async function openRun(runId) {
   $("error").textContent = "";
+  $("revision-done").textContent = "";
   const run = await api(`/v1/memory/runs/${encodeURIComponent(runId)}`);
   state.run = run;
   for (const link of document.querySelectorAll("#runs a")) {
@@ -222,17 +223,54 @@ async function loadRevisions(runId) {
   const body = $("revisions").tBodies[0];
   body.replaceChildren();
   if (!page.items.length) {
-    body.append(el("tr", {}, el("td", { colspan: 5, class: "muted" },
+    body.append(el("tr", {}, el("td", { colspan: 6, class: "muted" },
       `No revision yet (one runs every ${state.run.revise_every} steps unless paused).`)));
   }
   for (const rev of page.items) {
     const ops = (rev.operations || []).map((op) => op.op || op.kind || op.type || "edit").join(", ");
     const versions = rev.to_version ? `v${rev.from_version} → v${rev.to_version}`
       : `from v${rev.from_version ?? "?"}`;
-    body.append(el("tr", { class: `revision state-${rev.state}` },
+    body.append(el("tr", { class: `revision state-${rev.state}`, "data-revision": rev.id },
       el("td", {}, rev.step ?? "–"), el("td", { class: `state-${rev.state}` }, rev.state),
       el("td", {}, versions), el("td", {}, ops || "–"),
-      el("td", {}, rev.reason || rev.rationale || "")));
+      el("td", {}, rev.reason || rev.rationale || "", decidedNote(rev.detail || {})),
+      el("td", { class: "decide" }, ...decideButtons(rev))));
+  }
+}
+
+// Who approved or dismissed a held revision, and when (from the revision's detail).
+function decidedNote(detail) {
+  const decision = detail.approved || detail.dismissed;
+  if (!decision) return null;
+  const verb = detail.approved ? "approved" : "dismissed";
+  const when = (decision.at || "").replace("T", " ").slice(0, 19);
+  return el("small", { class: "muted" }, ` · ${verb} by an admin ${when}`);
+}
+
+// A held revision waits for the admin: apply it as the guard's override, or dismiss it.
+function decideButtons(rev) {
+  if (rev.state !== "held") return [];
+  const button = (verb, label) => el("button", { type: "button", class: verb,
+    "data-revision": rev.id, onclick: () => decide(rev, verb) }, label);
+  return [button("approve", "Approve"), button("dismiss", "Dismiss")];
+}
+
+async function decide(rev, verb) {
+  const question = verb === "approve"
+    ? `Apply revision ${rev.id} to ${rev.rubric_id} (a new version on top of v${rev.from_version})?`
+      + `\nThe guard held it: ${rev.reason || "no reason given"}`
+    : `Dismiss revision ${rev.id}? Nothing is applied.`;
+  if (!window.confirm(question)) return;
+  try {
+    const answer = await api(`/v1/memory/revisions/${encodeURIComponent(rev.id)}/${verb}`,
+      { method: "POST" });
+    await openRun(answer.run_id);
+    $("revision-done").textContent = verb === "approve"
+      ? `Approved ${answer.id}: version ${answer.to_version} of ${answer.rubric_id} is current.`
+      : `Dismissed ${answer.id}.`;
+  } catch (error) {
+    showError(error);
+    if (state.run) await loadRevisions(state.run.run_id).catch(() => {});
   }
 }
 
