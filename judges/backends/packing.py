@@ -24,6 +24,11 @@ import torch
 
 from judges.backends.batching import Row, common_prefix
 
+#: Longest tail a family may pack (a rubric criterion is about 15 tokens).
+MAX_TAIL = 64
+#: Longest packed sequence past the cached head.
+MAX_WIDTH = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Family:
@@ -36,12 +41,22 @@ class Family:
         return [row.ids[len(self.prefix) :] for row in self.rows]
 
 
-def families(rows: Sequence[Row], head: int, min_shared: int) -> tuple[list[Family], list[Row]]:
+def families(
+    rows: Sequence[Row],
+    head: int,
+    min_shared: int,
+    *,
+    max_tail: int = MAX_TAIL,
+    max_width: int = MAX_WIDTH,
+) -> tuple[list[Family], list[Row]]:
     """Group rows whose prompts share at least ``min_shared`` tokens past the first ``head``.
 
     Rows are sorted by their ids, so rows with a common prefix are neighbours, and joined
-    greedily while the family keeps ``min_shared`` tokens of its own. Returns the families
-    of two or more rows, and the rows left alone (for the ordinary path).
+    greedily while the family keeps ``min_shared`` tokens of its own. A family packs only
+    when every tail has at most ``max_tail`` tokens (long tails gain nothing from packing and
+    would make long sequences), and is cut so that no packed sequence passes ``max_width``
+    tokens. Returns the families of two or more rows, and the rows left alone (for the
+    ordinary path).
     """
     groups: list[tuple[list[int], list[Row]]] = []
     for row in sorted(rows, key=lambda r: r.ids):
@@ -53,9 +68,34 @@ def families(rows: Sequence[Row], head: int, min_shared: int) -> tuple[list[Fami
                 groups[-1] = (prefix[:shared], [*members, row])
                 continue
         groups.append((row.ids[: len(row.ids) - 1], [row]))
-    packed = [Family(prefix, members) for prefix, members in groups if len(members) > 1]
-    alone = [members[0] for _, members in groups if len(members) == 1]
+    packed: list[Family] = []
+    alone: list[Row] = []
+    for prefix, members in groups:
+        family = Family(prefix, members)
+        if len(members) < 2 or max(len(t) for t in family.tails()) > max_tail:
+            alone.extend(members)
+            continue
+        for part in _cut(family, head, max_width):
+            if len(part.rows) > 1:
+                packed.append(part)
+            else:
+                alone.extend(part.rows)
     return packed, alone
+
+
+def _cut(family: Family, head: int, max_width: int) -> list[Family]:
+    """``family`` in parts whose packed sequences fit ``max_width`` tokens."""
+    parts: list[Family] = []
+    width = len(family.prefix) - head
+    rows: list[Row] = []
+    for row, tail in zip(family.rows, family.tails(), strict=True):
+        if rows and width + len(tail) > max_width:
+            parts.append(Family(family.prefix, rows))
+            rows, width = [], len(family.prefix) - head
+        rows.append(row)
+        width += len(tail)
+    parts.append(Family(family.prefix, rows))
+    return parts
 
 
 @dataclass(frozen=True)

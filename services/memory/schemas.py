@@ -1,6 +1,7 @@
 """Wire models of the evaluation memory (pydantic only: no FastAPI, no torch).
 
-The admin API's shapes follow MEMORY_API.md (fields may be added, never renamed).
+The admin API's shapes (README.md, `/v1/memory`) are what the admin page reads: fields may be
+added, never renamed.
 """
 
 from __future__ import annotations

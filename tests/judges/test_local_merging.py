@@ -46,7 +46,8 @@ def scale_requests(question: str, answers: list[str]) -> list[ChoiceRequest]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def judge(smollm2_dir: Path) -> AsyncIterator[LocalBackend]:
-    backend = LocalBackend(smollm2_dir, max_batch_size=8, batch_max_wait_s=0.02)
+    # The ordinary path's passes are counted here; packed tails: test_prefix_sharing.py.
+    backend = LocalBackend(smollm2_dir, max_batch_size=8, batch_max_wait_s=0.02, pack_tails=False)
     await backend.start()
     yield backend
     await backend.aclose()

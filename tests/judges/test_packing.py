@@ -45,6 +45,15 @@ def test_too_little_in_common_packs_nothing() -> None:
     assert found == [] and len(alone) == 2
 
 
+def test_long_tails_do_not_pack_and_wide_families_are_cut() -> None:
+    rows = [_row(0, 10, 11, 12, *range(100, 110)), _row(1, 10, 11, 12, 20)]
+    found, alone = families(rows, head=len(HEAD), min_shared=3, max_tail=8)
+    assert found == [] and len(alone) == 2
+    rows = [_row(i, 10, 11, 12, 20 + i, 30) for i in range(5)]
+    found, alone = families(rows, head=len(HEAD), min_shared=3, max_width=3 + 2 * 2)
+    assert [len(f.rows) for f in found] == [2, 2] and [r.owner for r in alone] == [4]
+
+
 def test_tails_restart_their_positions_and_never_see_each_other() -> None:
     family = Family([*HEAD, 10, 11], [_row(0, 10, 11, 20, 21), _row(1, 10, 11, 30)])
     lone = Family([*HEAD, 50], [_row(2, 50, 60), _row(3, 50, 70)])

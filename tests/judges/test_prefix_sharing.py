@@ -30,7 +30,13 @@ ANSWERS = [
 
 @pytest.fixture(scope="module")
 def shared(smollm2_dir: Path) -> HFRuntime:
-    return HFRuntime.load(smollm2_dir, max_batch_size=4, prefix_min_tokens=16)
+    """Shared heads and KV copies only (the ordinary path); packed tails are ``packed``'s."""
+    return HFRuntime.load(smollm2_dir, max_batch_size=4, prefix_min_tokens=16, pack_tails=False)
+
+
+@pytest.fixture(scope="module")
+def packed(shared: HFRuntime) -> HFRuntime:
+    return HFRuntime(shared.model, shared.tokenizer, max_batch_size=4, prefix_min_tokens=16)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +126,7 @@ def test_chunks_with_different_heads_share_their_own(
         ChoiceRequest([strict, user(f"{q}{tail}{tail}")], ["A", "B"])
         for q in ("A: 5, B: 6. Which?", "A: 7, B: 8. Which?")
     ]
-    runtime = HFRuntime(shared.model, shared.tokenizer, max_batch_size=2)
+    runtime = HFRuntime(shared.model, shared.tokenizer, max_batch_size=2, pack_tails=False)
     with forward_shapes(runtime) as shapes:
         results = runtime.score_choices(requests)
     assert [batch for batch, _ in shapes] == [1, 2, 1, 2]
@@ -130,7 +136,7 @@ def test_chunks_with_different_heads_share_their_own(
 @pytest.mark.slow
 def test_chunks_of_one_row(shared: HFRuntime, unshared: HFRuntime) -> None:
     requests = pairwise_requests()[:3]
-    one = HFRuntime(shared.model, shared.tokenizer, max_batch_size=1)
+    one = HFRuntime(shared.model, shared.tokenizer, max_batch_size=1, pack_tails=False)
     assert_same_scores(one.score_choices(requests), unshared.score_choices(requests))
     assert_same_scores(shared.score_choices(requests[:1]), unshared.score_choices(requests[:1]))
 
@@ -243,21 +249,24 @@ def decoder_passes(runtime: HFRuntime) -> Iterator[list[tuple[int, int]]]:
 
 @pytest.mark.slow
 def test_packed_rubric_rows_match_unshared_in_two_passes(
-    shared: HFRuntime, unshared: HFRuntime
+    packed: HFRuntime, unshared: HFRuntime
 ) -> None:
     requests = rubric_requests()  # 4 answers x 4 criteria: 4 families of 4 rows
-    assert shared.pack_tails and not unshared.pack_tails
-    with decoder_passes(shared) as shapes:
-        results = shared.score_choices(requests)
+    assert packed.pack_tails and not unshared.pack_tails
+    with decoder_passes(packed) as shapes:
+        results = packed.score_choices(requests)
     assert_same_scores(results, unshared.score_choices(requests))
     # the shared head once (a batch of one), then the four families in one packed pass
     assert [batch for batch, _ in shapes] == [1, 4]
 
 
 @pytest.mark.slow
-def test_rows_that_do_not_pack_take_the_ordinary_path(
-    shared: HFRuntime, unshared: HFRuntime
+def test_pairs_pack_and_a_lone_row_takes_the_ordinary_path(
+    packed: HFRuntime, unshared: HFRuntime
 ) -> None:
-    # one lone rubric row beside the pairs: the pairs have no family of their own past the head
-    requests = [*pairwise_requests()[:4], rubric_requests()[0]]
-    assert_same_scores(shared.score_choices(requests), unshared.score_choices(requests))
+    # pairs sharing their response A pack; the lone rubric row has no family
+    requests = [*pairwise_requests(), rubric_requests()[0]]
+    with decoder_passes(packed) as shapes:
+        results = packed.score_choices(requests)
+    assert_same_scores(results, unshared.score_choices(requests))
+    assert len(shapes) < len(requests)
