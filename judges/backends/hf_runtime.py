@@ -61,6 +61,9 @@ from judges.backends.batching import (
 
 logger = logging.getLogger(__name__)
 
+#: How many recent calls' common heads keep their KV cache (SmolLM2: ~45 KB per token).
+RECENT_HEADS = 4
+
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -111,6 +114,7 @@ class HFRuntime:
         # transformers 5.2x renamed ``past_key_values`` to ``cache``; accept both.
         forward_params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self._heads: dict[tuple[int, ...], Any] = {}  # insertion order: oldest first
         self.pack_tails = pack_tails and self.prefix_min_tokens > 0 and _packable(model)
         if self.pack_tails:
             decoder_params = inspect.signature(model.get_decoder().forward).parameters
@@ -164,7 +168,7 @@ class HFRuntime:
         """
         results: list[ChoiceResult | None] = [None] * len(requests)
         rows, targets = self._choice_rows(requests, results)
-        common = _PrefixKV(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
+        common = self._recent_head(rows[0].ids[: shared_prefix_length(rows)] if rows else [])
         rows = self._score_packed(requests, targets, results, rows, common, deadline)
         for group in self._prefix_groups(rows, sources):
             node = common
@@ -172,7 +176,25 @@ class HFRuntime:
                 node = _PrefixKV(group[0].ids[: shared_prefix_length(group)], parent=common)
             run = functools.partial(self._score_rows, requests, targets, results, node)
             run_in_chunks(group, self.max_batch_size, run, results, ChoiceResult.failed, deadline)
+        self._remember_head(common)
         return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _recent_head(self, ids: list[int]) -> _PrefixKV:
+        """The call's common head, with its KV cache when a recent call computed the same
+        head: a call too big for one model-worker window is split into several calls, which
+        would otherwise each run the head again (rubric scoring: BENCHMARKS.md)."""
+        cached = self._heads.get(tuple(ids))
+        return _PrefixKV(ids, cache=cached)
+
+    def _remember_head(self, head: _PrefixKV) -> None:
+        """Keep the last few heads' caches (only ever deep-copied, never extended in place)."""
+        if head.cache is None or not head.ids:
+            return
+        key = tuple(head.ids)
+        self._heads.pop(key, None)
+        self._heads[key] = head.cache
+        while len(self._heads) > RECENT_HEADS:
+            self._heads.pop(next(iter(self._heads)))
 
     def _score_packed(
         self,

@@ -96,11 +96,12 @@ async def test_concurrent_groups_on_one_question_share_passes_and_its_prefix(
     assert [(r.kind, r.rows, r.requests) for r in records] == [("score", 16, 4)]
     for m, a in zip(merged, alone, strict=True):
         assert_close(m, a)
-    # alone: 4 x (head + one pass of 4); merged: the head once, then two passes of 8 tails
-    assert len(alone_shapes) == 8 and len(merged_shapes) == 3
-    assert [batch for batch, _ in merged_shapes] == [1, 8, 8]
-    head = merged_shapes[0][1]
-    assert all(width < head for _, width in merged_shapes[1:]), "rows run only their tails"
+    # alone: the head once (later calls find it among the recent heads), then one pass of 4
+    # per call; merged: the same head again from the recent ones, then two passes of 8 tails
+    assert [batch for batch, _ in alone_shapes] == [1, 4, 4, 4, 4]
+    assert [batch for batch, _ in merged_shapes] == [8, 8]
+    head = alone_shapes[0][1]
+    assert all(width < head for _, width in merged_shapes), "rows run only their tails"
 
 
 async def test_groups_on_different_questions_are_kept_apart_by_prefix(

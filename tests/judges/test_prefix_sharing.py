@@ -270,3 +270,16 @@ def test_pairs_pack_and_a_lone_row_takes_the_ordinary_path(
         results = packed.score_choices(requests)
     assert_same_scores(results, unshared.score_choices(requests))
     assert len(shapes) < len(requests)
+
+
+@pytest.mark.slow
+def test_a_later_call_with_the_same_head_reuses_its_cache(
+    shared: HFRuntime, unshared: HFRuntime
+) -> None:
+    requests = pairwise_requests()
+    runtime = HFRuntime(shared.model, shared.tokenizer, max_batch_size=4, pack_tails=False)
+    first = runtime.score_choices(requests[:6])
+    with forward_shapes(runtime) as shapes:
+        second = runtime.score_choices(requests[6:])
+    assert all(batch > 1 for batch, _ in shapes), "no head pass: it came from the first call"
+    assert_same_scores([*first, *second], unshared.score_choices(requests))
