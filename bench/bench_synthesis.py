@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -168,12 +169,17 @@ async def cost(args: argparse.Namespace) -> dict[str, Any]:
     question = "Why does water boil at a lower temperature on a mountain?"
     variants = ["off", "on"] if args.pack == "both" else [args.pack]
 
+    calls = itertools.count()
+
     def request(n: int) -> ScoreRequest:
         rubric = {"criteria": [{"text": t, "weight": 1} for t in CRITERIA[:n]]}
         if n > 8:
             rubric["criteria"][8]["kind"] = "pitfall"
             rubric["criteria"][9]["kind"] = "pitfall"
-        return ScoreRequest(rubric=rubric, prompt=question, completions=COMPLETIONS, cache=False)
+        # A new prompt every call, as in training (each group its own prompt): no call finds
+        # its head among the judge's recent ones from an earlier call.
+        prompt = f"{question} (case {next(calls)})"
+        return ScoreRequest(rubric=rubric, prompt=prompt, completions=COMPLETIONS, cache=False)
 
     async def timed(service: RubricsService, n: int) -> float:
         started = time.perf_counter()

@@ -4,9 +4,10 @@
 single forward pass. The prompt puts the criterion last, so rows share their head at two
 levels: instructions + question (+ reference answer) are the same in every row, and a
 completion's rows also share the completion. Each completion's rows go to the backend as one
-call (sent concurrently): the local backend runs a call's common head once and only each
-row's criterion tail after it; a model worker that merges concurrent calls also runs the
-instructions + question once for all completions (see BENCHMARKS.md, Rubrics).
+call (sent concurrently): a model worker that merges concurrent calls runs the instructions +
+question once for all completions, and the local backend packs each completion's rows into one
+sequence, the completion once and then every criterion (judges/backends/packing.py; see
+BENCHMARKS.md, Rubrics).
 """
 
 from __future__ import annotations
