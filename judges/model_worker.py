@@ -54,8 +54,16 @@ M = TypeVar("M")
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: held while a model loads (see ModelWorker._load_one_at_a_time)
-_LOADING = threading.Lock()
+#: held while a model loads (see ModelWorker._load_one_at_a_time); re-entrant, so a load
+#: may call code that takes it too
+_LOADING = threading.RLock()
+
+
+def loading_lock() -> threading.RLock:
+    """The lock that model loads of this process take, for code outside a model worker that
+    imports or loads transformers models in a thread of its own (KARMA training, simulator
+    calibration): transformers resolves its classes lazily, and that is not thread-safe."""
+    return _LOADING
 
 
 @dataclass(frozen=True, slots=True)

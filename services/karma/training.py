@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from judges.model_worker import loading_lock
 from services.core.errors import InvalidInput
 from services.karma.data import KarmaData, load_data
 from services.karma.evaluation import EvalOptions, evaluate
@@ -102,7 +103,8 @@ def train_karma(
         raise InvalidInput(f"{data.source}: no training pairs in the train split", param="data")
     chosen = training_pairs(train_data, config.max_train_pairs, config.rank_fraction, config.seed)
     report(1, 1, "load")
-    model, tokenizer = _load_base(config)
+    with loading_lock():  # not at the same time as a model worker's load (thread safety)
+        model, tokenizer = _load_base(config)
     card = KarmaCard(
         config.variant,
         config.max_length,
@@ -182,8 +184,9 @@ class _Fit:
 def _fit(
     config: KarmaTrainConfig, scorer: KarmaModel, chosen: list[TrainingPair], report: ProgressFn
 ) -> _Fit:
-    from trl.trainer.reward_config import RewardConfig
-    from trl.trainer.reward_trainer import RewardTrainer
+    with loading_lock():
+        from trl.trainer.reward_config import RewardConfig
+        from trl.trainer.reward_trainer import RewardTrainer
 
     dataset = _dataset(scorer, chosen)
     with tempfile.TemporaryDirectory(prefix="karma-trl-") as work:

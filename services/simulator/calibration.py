@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from judges.model_worker import loading_lock
 from services.simulator import data as uss
 from services.simulator.predictor import (
     SatisfactionPredictor,
@@ -202,16 +203,19 @@ def _train_lora(
     """LoRA through TRL's SFTTrainer; the adapter goes to ``out/adapter``."""
     if config.max_steps == 0:
         return {"steps": 0, "loss": None, "lora": None}
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl.trainer.sft_config import SFTConfig
-    from trl.trainer.sft_trainer import SFTTrainer
+    # Not at the same time as a model worker's load: transformers' lazy imports are not
+    # thread-safe (judges.model_worker.loading_lock).
+    with loading_lock():
+        from datasets import Dataset
+        from peft import LoraConfig
+        from transformers import AutoTokenizer, TrainerCallback
+        from trl.trainer.sft_config import SFTConfig
+        from trl.trainer.sft_trainer import SFTTrainer
 
-    from services.simulator.model import ADAPTER_DIR, load_merged
+        from services.simulator.model import ADAPTER_DIR, load_merged
 
-    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
-    model = load_merged(base_dir, None).train()
+        tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True)
+        model = load_merged(base_dir, None).train()
     lora = LoraConfig(
         r=config.lora_rank,
         lora_alpha=config.lora_alpha,
