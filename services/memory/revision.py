@@ -120,38 +120,20 @@ class Reviser:
         }
         if proposal.status != "ok":
             reason = f"the editor's reply was not usable ({proposal.status}: {proposal.error})"
-            return {
-                **base,
-                "state": "rejected",
-                "reason": reason,
-                "operations": [],
-                "detail": detail,
-            }
+            return _ended(base, "rejected", reason, [], detail)
         checked = await self._check(criteria, proposal)
         operations = [c.wire() for c in checked]
         accepted = [c for c in checked if c.accepted]
         if not accepted:
             reasons = "; ".join(f"{c.operation.op} {c.operation.id}: {c.reason}" for c in checked)
             reason = f"no operation accepted: {reasons}" if checked else "no operation proposed"
-            return {
-                **base,
-                "state": "rejected",
-                "reason": reason,
-                "operations": operations,
-                "detail": detail,
-            }
+            return _ended(base, "rejected", reason, operations, detail)
         await _progress(ctx, 4, "guarding")
         hold = await self._guard(revision, criteria, accepted, summary, detail)
         if hold is not None:
             proposed = apply_operations(criteria, accepted)
             detail["proposed_criteria"] = [c.model_dump() for c in proposed]
-            return {
-                **base,
-                "state": "held",
-                "reason": hold,
-                "operations": operations,
-                "detail": detail,
-            }
+            return _ended(base, "held", hold, operations, detail)
         await _progress(ctx, 5, "applying")
         return await self._apply(revision, rubric, accepted, operations, base, detail)
 
@@ -298,22 +280,10 @@ class Reviser:
         try:
             record = await self.publish(revision, rubric, accepted, operations, base)
         except Conflict as exc:
-            return {
-                **base,
-                "state": "rejected",
-                "reason": exc.message,
-                "operations": operations,
-                "detail": detail,
-            }
+            return _ended(base, "rejected", exc.message, operations, detail)
         detail["record_id"] = record.id
-        return {
-            **base,
-            "state": "applied",
-            "to_version": record.data["to_version"],
-            "operations": operations,
-            "reason": None,
-            "detail": detail,
-        }
+        ended = _ended(base, "applied", None, operations, detail)
+        return {**ended, "to_version": record.data["to_version"]}
 
     async def publish(
         self,
@@ -392,3 +362,15 @@ class Reviser:
 async def _progress(ctx: JobContext | None, done: int, stage: str) -> None:
     if ctx is not None:
         await ctx.progress(done, 5, stage)
+
+
+def _ended(
+    base: dict[str, Any],
+    state: str,
+    reason: str | None,
+    operations: list[dict[str, Any]],
+    detail: dict[str, Any],
+) -> dict[str, Any]:
+    """The revision row's values for how the job ended (``base``: from_version, rationale,
+    evidence)."""
+    return {**base, "state": state, "reason": reason, "operations": operations, "detail": detail}
