@@ -1,0 +1,100 @@
+"""MkDocs hook: pages generated at build time, so they cannot drift from the code.
+
+- ``reference/api.md``: every route of ``plaudit serve all`` from its OpenAPI schema (summary,
+  parameters, request body and answers), built without starting the app's lifespan;
+- ``benchmarks.md``: the repository's BENCHMARKS.md, which lives beside README.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[2]
+METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    files.append(File.generated(config, "reference/api.md", content=api_reference()))
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    files.append(File.generated(config, "benchmarks.md", content=benchmarks))
+    return files
+
+
+def api_reference() -> str:
+    from services.app import create_app
+
+    schema = create_app().openapi()
+    lines = [
+        "# API reference",
+        "",
+        f"Generated from the OpenAPI schema of `plaudit serve all` ({schema['info']['title']} "
+        f"{schema['info']['version']}); a running server serves the same at `/docs` and "
+        "`/openapi.json`. Errors always use the envelope of [API conventions](../api.md).",
+        "",
+    ]
+    for path, item in sorted(schema["paths"].items()):
+        for method in METHODS:
+            if method in item:
+                lines += _operation(method, path, item[method], schema)
+    return "\n".join(lines) + "\n"
+
+
+def _operation(method: str, path: str, operation: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    lines = [f"## `{method.upper()} {path}`", ""]
+    if operation.get("summary"):
+        lines += [operation["summary"], ""]
+    params = operation.get("parameters", [])
+    if params:
+        lines += ["| parameter | in | required | type |", "|---|---|---|---|"]
+        for param in params:
+            kind = _type(param.get("schema", {}), schema)
+            lines.append(
+                f"| `{param['name']}` | {param['in']} | {param.get('required', False)} | {kind} |"
+            )
+        lines.append("")
+    body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    if body:
+        lines += [f"Body: {_type(body['schema'], schema)}", ""]
+        lines += _fields(body["schema"], schema)
+    answers = ", ".join(f"`{code}`" for code in operation.get("responses", {}))
+    lines += [f"Answers: {answers}", ""]
+    return lines
+
+
+def _fields(ref: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    model = _resolve(ref, schema)
+    props = model.get("properties", {})
+    if not props:
+        return []
+    required = set(model.get("required", []))
+    lines = ["| field | type | required | description |", "|---|---|---|---|"]
+    for name, prop in props.items():
+        text = " ".join(str(prop.get("description", "")).split()).replace("|", "\\|")
+        lines.append(f"| `{name}` | {_type(prop, schema)} | {name in required} | {text} |")
+    return [*lines, ""]
+
+
+def _resolve(ref: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in ref:
+        name = ref["$ref"].rsplit("/", 1)[1]
+        resolved: dict[str, Any] = schema["components"]["schemas"][name]
+        return resolved
+    return ref
+
+
+def _type(prop: dict[str, Any], schema: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return f"`{prop['$ref'].rsplit('/', 1)[1]}`"
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " or ".join(_type(option, schema) for option in prop[key])
+    if prop.get("type") == "array":
+        return f"list of {_type(prop.get('items', {}), schema)}"
+    if "enum" in prop:
+        return " \\| ".join(json.dumps(value) for value in prop["enum"])
+    return str(prop.get("type", "any"))
