@@ -6,7 +6,8 @@ run): every skip names why. A fenced block right after it (blank lines and one H
 between) is its shown output, checked by :func:`compare`:
 
 - ``json``: the JSON values the commands print, in order. ``<!-- output: values -->`` above it
-  compares values (numbers within 1e-3); otherwise only the shape is compared, for output that
+  compares values (numbers within 1e-3; ``...`` inside a string stands for any text);
+  otherwise only the shape is compared, for output that
   depends on the model or the moment (ids, times, grades). Either way an object in the shown
   output may leave keys out, and a list may show its first items only;
 - ``http``: a response head; its status code and the header names it shows are checked.
@@ -127,6 +128,9 @@ def compare(shown: Any, actual: Any, values: bool, path: str = "$") -> list[str]
 def _same_value(shown: Any, actual: Any) -> bool:
     if isinstance(shown, float | int) and not isinstance(shown, bool):
         return math.isclose(float(shown), float(actual), abs_tol=1e-3)
+    if isinstance(shown, str) and "..." in shown:  # an id or a long text, abridged
+        pattern = ".*".join(re.escape(part) for part in shown.split("..."))
+        return re.fullmatch(pattern, actual, re.DOTALL) is not None
     return bool(shown == actual)
 
 
