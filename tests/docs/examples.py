@@ -1,8 +1,8 @@
 """The command examples of README.md and docs/, read from their Markdown (issue 21).
 
-An example is a fenced ``bash`` block. It runs in CI against a live embedded server unless an
-HTML comment right above it says ``<!-- example: skip REASON -->`` (a GPU server, a long training
-run): every skip names why. A fenced block right after it (blank lines and one HTML comment
+An example is a fenced ``bash`` or ``python`` block. It runs in CI against a live embedded
+server unless an HTML comment right above it says ``<!-- example: skip REASON -->`` (a GPU
+server, a long training run): every skip names why. A fenced block right after it (blank lines and one HTML comment
 between) is its shown output, checked by :func:`compare`:
 
 - ``json``: the JSON values the commands print, in order. ``<!-- output: values -->`` above it
@@ -34,6 +34,7 @@ class Example:
     page: str
     line: int
     script: str
+    language: str
     skip: str | None = None
     output_kind: str | None = None
     output: str | None = None
@@ -45,11 +46,11 @@ class Example:
 
 
 def examples(page: Path, root: Path) -> Iterator[Example]:
-    """Every bash block of ``page`` with its directives and shown output."""
+    """Every bash and python block of ``page`` with its directives and shown output."""
     text = page.read_text(encoding="utf-8")
     blocks = list(FENCE.finditer(text))
     for index, block in enumerate(blocks):
-        if block.group(1) != "bash":
+        if block.group(1) not in ("bash", "python"):
             continue
         skip = _directive(text[: block.start()], "example")
         output = _output_block(text, blocks, index)
@@ -57,6 +58,7 @@ def examples(page: Path, root: Path) -> Iterator[Example]:
             page=str(page.relative_to(root)),
             line=text.count("\n", 0, block.start()) + 1,
             script=block.group(2),
+            language=block.group(1),
             skip=skip.removeprefix("skip").strip() or "no reason given" if skip else None,
             output_kind=output[0] if output else None,
             output=output[1] if output else None,
@@ -87,14 +89,20 @@ def _output_block(
 
 
 def json_values(text: str) -> list[Any]:
-    """The JSON values printed one after another (curl prints no newline between them)."""
+    """The JSON values printed one after another (curl prints no newline between them); a line
+    that is not JSON (a message such as ``same answer``) is passed over."""
     decoder, values, position = json.JSONDecoder(), [], 0
     while True:
         while position < len(text) and text[position].isspace():
             position += 1
         if position >= len(text):
             return values
-        value, position = decoder.raw_decode(text, position)
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            newline = text.find("\n", position)
+            position = len(text) if newline < 0 else newline + 1
+            continue
         values.append(value)
 
 

@@ -13,14 +13,37 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.docs.examples import Example, compare, examples, http_problems, json_values
 from tests.serving import serving
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _pages() -> list[Path]:
+    """README, then the site's pages in its nav order (a later page may use what an earlier one
+    made, as a reader going through the site would), then any page the nav leaves out."""
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    in_nav: list[Path] = []
+
+    def walk(entries: Any) -> None:
+        for entry in entries:
+            for value in entry.values() if isinstance(entry, dict) else [entry]:
+                if isinstance(value, list):
+                    walk(value)
+                elif (ROOT / "docs" / value).is_file():
+                    in_nav.append(ROOT / "docs" / value)
+
+    walk(config["nav"])
+    rest = [page for page in sorted((ROOT / "docs").rglob("*.md")) if page not in in_nav]
+    return [ROOT / "README.md", *in_nav, *rest]
+
+
+PAGES = _pages()
 ALL = [example for page in PAGES for example in examples(page, ROOT)]
 RUNNABLE = [example for example in ALL if example.skip is None]
 
@@ -41,7 +64,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]
         yield url, root
 
 
-def test_every_bash_block_runs_or_says_why_not() -> None:
+def test_every_example_runs_or_says_why_not() -> None:
     assert RUNNABLE, "no runnable example found"
     unexplained = [example.name for example in ALL if example.skip == "no reason given"]
     assert not unexplained, f"skipped without a reason: {unexplained}"
@@ -54,6 +77,8 @@ def test_example(example: Example, live: tuple[str, Path]) -> None:
     script = example.script.replace("localhost:8000", f"127.0.0.1:{port}").replace(
         "127.0.0.1:8000", f"127.0.0.1:{port}"
     )
+    if example.language == "python":
+        script = f"python - <<'PLAUDIT_EXAMPLE'\n{script}\nPLAUDIT_EXAMPLE"
     stdout = _run(script, example.page, root)
     if example.output_kind == "json" and example.output is not None:
         shown, actual = json_values(example.output), json_values(stdout)

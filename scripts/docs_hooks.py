@@ -2,19 +2,22 @@
 
 - ``reference/api.md``: every route of ``plaudit serve all`` from its OpenAPI schema (summary,
   parameters, request body and answers), built without starting the app's lifespan;
-- ``benchmarks.md``: the repository's BENCHMARKS.md, which lives beside README.md.
+- ``benchmarks.md``: the repository's BENCHMARKS.md, which lives beside README.md; links to it
+  from the pages (``../BENCHMARKS.md``, right when read on the repository) point at that page.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
@@ -23,6 +26,11 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
     files.append(File.generated(config, "benchmarks.md", content=benchmarks))
     return files
+
+
+def on_page_markdown(markdown: str, page: Page, **_: Any) -> str:
+    depth = page.file.src_uri.count("/")
+    return re.sub(r"\]\((?:\.\./)+BENCHMARKS\.md", "](" + "../" * depth + "benchmarks.md", markdown)
 
 
 def api_reference() -> str:
@@ -44,17 +52,22 @@ def api_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _operation(method: str, path: str, operation: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+def _operation(
+    method: str, path: str, operation: dict[str, Any], schema: dict[str, Any]
+) -> list[str]:
     lines = [f"## `{method.upper()} {path}`", ""]
-    if operation.get("summary"):
-        lines += [operation["summary"], ""]
+    description = str(operation.get("description") or operation.get("summary") or "")
+    if description:
+        lines += [description.strip().split("\n\n")[0], ""]
     params = operation.get("parameters", [])
     if params:
-        lines += ["| parameter | in | required | type |", "|---|---|---|---|"]
+        lines += ["| parameter | in | required | type | description |", "|---|---|---|---|---|"]
         for param in params:
             kind = _type(param.get("schema", {}), schema)
+            text = _cell(param.get("description") or param.get("schema", {}).get("description"))
             lines.append(
-                f"| `{param['name']}` | {param['in']} | {param.get('required', False)} | {kind} |"
+                f"| `{param['name']}` | {param['in']} | {param.get('required', False)} | {kind} "
+                f"| {text} |"
             )
         lines.append("")
     body = operation.get("requestBody", {}).get("content", {}).get("application/json")
@@ -74,9 +87,14 @@ def _fields(ref: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     required = set(model.get("required", []))
     lines = ["| field | type | required | description |", "|---|---|---|---|"]
     for name, prop in props.items():
-        text = " ".join(str(prop.get("description", "")).split()).replace("|", "\\|")
+        text = _cell(prop.get("description"))
         lines.append(f"| `{name}` | {_type(prop, schema)} | {name in required} | {text} |")
     return [*lines, ""]
+
+
+def _cell(text: object) -> str:
+    """A description on one table line."""
+    return " ".join(str(text or "").split()).replace("|", "\\|")
 
 
 def _resolve(ref: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
