@@ -2,14 +2,14 @@
 
 An example is a fenced ``bash`` or ``python`` block. It runs in CI against a live embedded
 server unless an HTML comment right above it says ``<!-- example: skip REASON -->`` (a GPU
-server, a long training run): every skip names why. A fenced block right after it (blank lines and one HTML comment
-between) is its shown output, checked by :func:`compare`:
+server, a long training run): every skip names why. A fenced block right after it (blank lines
+and one HTML comment between) is its shown output, checked by :func:`compare`:
 
 - ``json``: the JSON values the commands print, in order. ``<!-- output: values -->`` above it
   compares values (numbers within 1e-3; ``...`` inside a string stands for any text);
-  otherwise only the shape is compared, for output that
-  depends on the model or the moment (ids, times, grades). Either way an object in the shown
-  output may leave keys out, and a list may show its first items only;
+  otherwise only the shape is compared, for output that depends on the model or the moment
+  (ids, times, grades). Either way an object in the shown output may leave keys out, and a
+  list may show its first items only;
 - ``http``: a response head; its status code and the header names it shows are checked.
 """
 
@@ -91,7 +91,8 @@ def _output_block(
 def json_values(text: str) -> list[Any]:
     """The JSON values printed one after another (curl prints no newline between them); a line
     that is not JSON (a message such as ``same answer``) is passed over."""
-    decoder, values, position = json.JSONDecoder(), [], 0
+    decoder, position = json.JSONDecoder(), 0
+    values: list[Any] = []
     while True:
         while position < len(text) and text[position].isspace():
             position += 1
