@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-COMMENT = re.compile(r"<!--\s*(example|output):\s*(.*?)\s*-->\s*$", re.DOTALL)
+COMMENT = re.compile(r"<!--\s*(example|output):\s*(.*?)\s*-->", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,11 @@ def examples(page: Path, root: Path) -> Iterator[Example]:
 
 def _directive(before: str, kind: str) -> str | None:
     """The ``<!-- kind: ... -->`` comment that ends ``before`` (blank lines allowed)."""
-    match = COMMENT.search(before.rstrip() + "\n")
-    if match and match.group(1) == kind and before.rstrip().endswith("-->"):
+    before = before.rstrip()
+    if not before.endswith("-->"):
+        return None
+    match = COMMENT.fullmatch(before[before.rfind("<!--") :])
+    if match and match.group(1) == kind:
         return match.group(2)
     return None
 
