@@ -7,7 +7,7 @@ STAMP := $(VENV)/.plaudit-installed
 # build: make install TORCH_INDEX=https://download.pytorch.org/whl/cu128
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install serve test test-vllm lint bench clean
+.PHONY: install serve test test-vllm lint bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy services judges trainer_client trainer offline
+
+# The docs site on http://127.0.0.1:8808 (the API reference is generated from the app's schema).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8808
 
 bench: install
 	$(BIN)/python -m bench.run_all
