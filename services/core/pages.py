@@ -55,7 +55,8 @@ async def redoc(request: Request) -> HTMLResponse:
 async def landing(request: Request) -> HTMLResponse:
     """What this server is: version, services, the judge it asks, and where to go next."""
     settings: Settings = request.app.state.settings
-    names = ", ".join(request.app.state.service_names)
+    served: list[str] = request.app.state.service_names
+    names = ", ".join(served)
     judge = settings.judge
     model = judge.model or ("SmolLM2-135M-Instruct (bundled)" if judge.backend == "local" else "")
     rows = [
@@ -72,6 +73,7 @@ async def landing(request: Request) -> HTMLResponse:
     links = " · ".join(
         f'<a href="{href}">{label}</a>'
         for href, label in (
+            *([("/admin", "admin page (evaluation memory)")] if "admin" in served else []),
             ("/docs", "API docs (Swagger UI)"),
             ("/redoc", "API reference (ReDoc)"),
             ("/openapi.json", "OpenAPI schema"),
@@ -82,6 +84,7 @@ async def landing(request: Request) -> HTMLResponse:
     body = (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(request.app.title)}</title>"
+        "<link rel='icon' href='/favicon.ico' type='image/svg+xml'>"
         "<style>body{font-family:system-ui,sans-serif;max-width:46rem;margin:3rem auto;"
         "padding:0 1rem}th{text-align:left;padding-right:1rem}td,th{padding:.2rem 0}</style>"
         f"</head><body><h1>{html.escape(request.app.title)}</h1>"

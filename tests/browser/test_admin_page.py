@@ -97,6 +97,18 @@ def filled(admin_url: str) -> dict[str, Any]:
         return {"rubric": rubric}
 
 
+#: Screenshots of the page for a person to review (issue 21), beside the other test output.
+SHOTS = Path(os.environ.get("PLAUDIT_TEST_OUTPUT", Path(__file__).parents[2] / "test-output"))
+
+
+def _shot(browser: webdriver.Chrome, name: str) -> None:
+    folder = SHOTS / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    browser.set_window_size(1400, 2200)
+    assert browser.save_screenshot(str(folder / f"admin-{name}.png"))
+    browser.set_window_size(1280, 900)
+
+
 def _wait(browser: webdriver.Chrome, css: str, *, visible: bool = True) -> Any:
     condition = ec.visibility_of_element_located if visible else ec.presence_of_element_located
     return WebDriverWait(browser, 60).until(condition((By.CSS_SELECTOR, css)))
@@ -134,7 +146,20 @@ def test_an_admin_browses_the_run_and_rolls_the_rubric_back(
         for line in browser.find_elements(By.CSS_SELECTOR, "#plot polyline.series")
     }
     assert {"reward mean", "c1 pass rate", "c2 pass rate"} <= series, series
-    assert browser.find_element(By.ID, "run-rubric").text == rubric_id
+    # lines that coincide stay visible: each criterion's line has its own dash pattern
+    dashes = [
+        line.get_attribute("stroke-dasharray")
+        for line in browser.find_elements(By.CSS_SELECTOR, "#plot polyline.series")
+    ]
+    assert len(set(dashes)) == len(dashes), dashes
+    # the rubric's name beside its id, and who is signed in (the key's owner id, not the key)
+    WebDriverWait(browser, 60).until(
+        lambda b: b.find_element(By.ID, "run-rubric").text == f"boiling ({rubric_id})"
+    )
+    assert browser.find_element(By.ID, "rubric-name").text == "boiling"
+    who = browser.find_element(By.ID, "who").text
+    assert who.startswith("signed in as key_") and "admin" in who and ADMIN not in who
+    assert browser.find_element(By.ID, "run-paused").text == "active"
 
     # three steps, newest first; one opens with its summary
     rows = browser.find_elements(By.CSS_SELECTOR, "#steps tbody tr")
@@ -164,6 +189,12 @@ def test_an_admin_browses_the_run_and_rolls_the_rubric_back(
         lambda b: "Rolled back" in b.find_element(By.ID, "rollback-done").text
     )
     assert browser.find_element(By.ID, "rubric-current").text == "1"
+    # the rollback shows in the versions (as a note on v1) and among the revisions
+    note = browser.find_element(By.CSS_SELECTOR, "#versions tr[data-version='1'] .rollback-note")
+    assert "rolled back from v2" in note.text and "admin page" in note.text
+    row = _wait(browser, "#revisions tr[data-state='rolled_back']")
+    assert "v2 → v1" in row.text and "rolled back by an admin" in row.text
+    _shot(browser, "after-rollback")
 
     # the API agrees, and the rollback is recorded in the memory
     with _client(admin_url, ADMIN) as admin:
@@ -230,8 +261,17 @@ def test_an_admin_approves_a_held_revision(
     _wait(browser, "#key").send_keys(ADMIN)
     browser.find_element(By.CSS_SELECTOR, "#key-form button").click()
     row = _wait(browser, f"#revisions tr[data-revision='{revision_id}']")
-    assert "held" in row.text
+    assert "held for your decision" in row.text
     assert row.find_elements(By.CSS_SELECTOR, "button.dismiss")
+    # what the admin decides on: the operation with the criterion's text and the weight change,
+    # the analyst's reason, why the guard held it, and the evidence step
+    c2 = next(c for c in rubric["criteria"] if c["id"] == "c2")
+    operation = row.find_element(By.CSS_SELECTOR, "ul.ops li").text
+    assert "reweight c2" in operation and c2["text"] in operation, operation
+    assert f"weight {c2['weight']:g} → {c2['weight'] + 1:g}" in operation, operation
+    assert "Analyst: c2 separates the groups" in row.text
+    assert "moves c2's weight back" in row.text and "Evidence: step 3" in row.text
+    _shot(browser, "held-revision")
     row.find_element(By.CSS_SELECTOR, "button.approve").click()
     WebDriverWait(browser, 10).until(ec.alert_is_present())
     assert "moves c2's weight back" in browser.switch_to.alert.text
@@ -243,6 +283,7 @@ def test_an_admin_approves_a_held_revision(
     assert "applied" in row.text and not row.find_elements(By.CSS_SELECTOR, "button")
     new_version = rubric["latest_version"] + 1
     assert browser.find_element(By.ID, "rubric-current").text == str(new_version)
+    _shot(browser, "approved")
 
     # the API agrees: the revision applied, a new current version, the record of who approved
     with _client(admin_url, ADMIN) as admin:
@@ -264,3 +305,11 @@ def test_an_admin_approves_a_held_revision(
         [record] = [r for r in records if r["data"].get("revision_id") == revision_id]
         assert record["data"]["to_version"] == new_version
         assert record["data"]["approved"]["by"] == approved["detail"]["approved"]["by"]
+
+
+def test_the_landing_page_links_the_admin_page_and_the_icon_is_served(admin_url: str) -> None:
+    landing = httpx.get(f"{admin_url}/")
+    assert 'href="/admin"' in landing.text
+    icon = httpx.get(f"{admin_url}/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert icon.text.startswith("<svg")

@@ -7,7 +7,20 @@ const KEY_STORE = "plaudit-admin-key";
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
   "#e377c2", "#7f7f7f", "#bcbd22"];
 
-const state = { run: null, rubricId: null, selectedVersion: null };
+const state = { run: null, rubricId: null, selectedVersion: null, rollbacks: [] };
+// Revision states as a person reads them (the API's words stay in data-state and the class).
+const STATE_WORDS = {
+  held: "held for your decision",
+  applied: "applied",
+  rejected: "rejected",
+  running: "being worked out",
+  queued: "waiting to start",
+  approving: "being applied",
+  failed: "failed",
+  rolled_back: "rolled back by an admin",
+};
+// Dash patterns per plotted line, so lines whose values coincide still show (issue 21).
+const DASHES = ["", "7 4", "2 3", "10 3 2 3", "4 2", "1 4"];
 
 function $(id) { return document.getElementById(id); }
 
@@ -23,6 +36,14 @@ function el(tag, attrs, ...children) {
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
+}
+
+// At most ``limit`` characters, cut at a word and marked, never in the middle of a word.
+function shorten(text, limit) {
+  if (text.length <= limit) return text;
+  const cut = text.slice(0, limit);
+  const space = cut.lastIndexOf(" ");
+  return `${(space > limit / 2 ? cut.slice(0, space) : cut).trimEnd()} …`;
 }
 
 function fmt(value, digits = 3) {
@@ -77,6 +98,7 @@ async function loadRuns() {
   $("login").hidden = true;
   $("app").hidden = false;
   $("forget-key").hidden = !sessionStorage.getItem(KEY_STORE);
+  showWho().catch(() => {});
   const list = $("runs");
   list.replaceChildren();
   $("runs-empty").hidden = page.items.length > 0;
@@ -92,6 +114,14 @@ async function loadRuns() {
   if (chosen) await openRun(chosen);
 }
 
+// Who this page acts as: the key's owner id (never the key) and its scopes.
+async function showWho() {
+  const me = await api("/v1/auth/me");
+  $("who").textContent = me.owner
+    ? `signed in as ${me.owner} (${me.scopes.join(", ")})`
+    : "no API keys on this server: open to loopback callers";
+}
+
 async function openRun(runId) {
   $("error").textContent = "";
   $("revision-done").textContent = "";
@@ -105,7 +135,7 @@ async function openRun(runId) {
   $("run-rubric").textContent = run.rubric_id;
   $("run-rubric").href = `/v1/rubrics/${encodeURIComponent(run.rubric_id)}`;
   $("run-version").textContent = run.rubric_version;
-  $("run-paused").textContent = run.paused ? "paused" : "running";
+  $("run-paused").textContent = run.paused ? "paused" : "active";
   $("pause").textContent = run.paused ? "Resume revision" : "Pause revision";
   const flags = $("flags");
   flags.replaceChildren();
@@ -159,14 +189,15 @@ function drawPlot(run) {
     const anchor = s === s1 && s1 !== s0 ? "end" : s === s0 && s1 !== s0 ? "start" : "middle";
     add("text", { x: x(s), y: H - 10, "text-anchor": anchor, "font-size": 10 }, `step ${s}`);
   }
-  const series = [{ name: "reward mean", colour: "#000", width: 2.5,
+  const series = [{ name: "reward mean", colour: "#000", width: 3, dash: "",
     points: curve.filter((p) => Number.isFinite(p.reward_mean))
       .map((p) => [x(p.step), yReward(p.reward_mean)]) }];
   const names = new Map((run.criteria || []).map((c) => [c.id, c.text]));
   const ids = [...new Set(curve.flatMap((p) => Object.keys(p.pass_rates || {})))].sort();
   ids.forEach((id, i) => {
     series.push({ name: `${id} pass rate`, title: names.get(id) || id,
-      colour: PALETTE[i % PALETTE.length], width: 1.5,
+      colour: PALETTE[i % PALETTE.length], width: Math.max(1.2, 2.6 - 0.3 * i),
+      dash: DASHES[(i + 1) % DASHES.length],
       points: curve.filter((p) => p.pass_rates && Number.isFinite(p.pass_rates[id]))
         .map((p) => [x(p.step), yRate(p.pass_rates[id])]) });
   });
@@ -174,7 +205,7 @@ function drawPlot(run) {
     if (!line.points.length) continue;
     const path = add("polyline", { points: line.points.map((p) => p.join(",")).join(" "),
       fill: "none", stroke: line.colour, "stroke-width": line.width,
-      class: "series", "data-series": line.name });
+      "stroke-dasharray": line.dash, class: "series", "data-series": line.name });
     if (line.title) path.append(Object.assign(document.createElementNS(NS, "title"),
       { textContent: line.title }));
     for (const [px, py] of line.points) {
@@ -197,7 +228,7 @@ async function loadSteps(runId) {
       onclick: () => openStep(runId, step.step) },
     el("td", {}, step.step), el("td", {}, step.rubric_version), el("td", {}, fmt(stats.reward_mean)),
     el("td", {}, fmt(stats.reward_std)), el("td", {}, (stats.saturated || []).join(", ") || "–"),
-    el("td", {}, (step.summary || "").slice(0, 160)));
+    el("td", { title: step.summary || "" }, shorten(step.summary || "", 240)));
     body.append(row);
   }
 }
@@ -222,20 +253,72 @@ async function loadRevisions(runId) {
   const page = await api(`/v1/memory/runs/${encodeURIComponent(runId)}/revisions?limit=200`);
   const body = $("revisions").tBodies[0];
   body.replaceChildren();
-  if (!page.items.length) {
+  const rows = [...page.items.map((rev) => ({ at: rev.created_at, row: revisionRow(rev) })),
+    ...state.rollbacks.filter((r) => r.run_id === runId)
+      .map((r) => ({ at: r.created_at, row: rollbackRow(r) }))];
+  rows.sort((a, b) => String(b.at).localeCompare(String(a.at)));
+  if (!rows.length) {
     body.append(el("tr", {}, el("td", { colspan: 6, class: "muted" },
       `No revision yet (one runs every ${state.run.revise_every} steps unless paused).`)));
   }
-  for (const rev of page.items) {
-    const ops = (rev.operations || []).map((op) => op.op || op.kind || op.type || "edit").join(", ");
-    const versions = rev.to_version ? `v${rev.from_version} → v${rev.to_version}`
-      : `from v${rev.from_version ?? "?"}`;
-    body.append(el("tr", { class: `revision state-${rev.state}`, "data-revision": rev.id },
-      el("td", {}, rev.step ?? "–"), el("td", { class: `state-${rev.state}` }, rev.state),
-      el("td", {}, versions), el("td", {}, ops || "–"),
-      el("td", {}, rev.reason || rev.rationale || "", decidedNote(rev.detail || {})),
-      el("td", { class: "decide" }, ...decideButtons(rev))));
+  for (const { row } of rows) body.append(row);
+}
+
+function revisionRow(rev) {
+  const versions = rev.to_version ? `v${rev.from_version} → v${rev.to_version}`
+    : `from v${rev.from_version ?? "?"}`;
+  const ops = (rev.operations || []).map(operationItem);
+  const why = [rev.rationale ? el("div", {}, "Analyst: ", rev.rationale) : null,
+    rev.reason ? el("div", { class: `reason state-${rev.state}` }, rev.reason) : null,
+    evidenceNote(rev), decidedNote(rev.detail || {})];
+  return el("tr", { class: `revision state-${rev.state}`, "data-revision": rev.id,
+    "data-state": rev.state },
+  el("td", {}, rev.step ?? "–"), el("td", { class: `state-${rev.state}` },
+    STATE_WORDS[rev.state] || rev.state),
+  el("td", {}, versions), el("td", {}, ops.length ? el("ul", { class: "ops" }, ...ops) : "–"),
+  el("td", {}, ...why), el("td", { class: "decide" }, ...decideButtons(rev)));
+}
+
+// One proposed operation with the criterion's old and new text, and why the checks took it or not.
+function operationItem(op) {
+  const before = op.before || {};
+  const kind = op.op || op.kind || "edit";
+  const parts = [el("strong", {}, `${kind} ${op.id || ""}`.trim())];
+  if (kind === "add") {
+    parts.push(": ", el("ins", {}, op.text || ""), ` (${op.kind || "required"}, weight ${op.weight})`);
+  } else if (kind === "remove") {
+    parts.push(": ", el("del", {}, before.text || op.text || ""));
+  } else {
+    if (op.text && op.text !== before.text) {
+      parts.push(": ", el("del", {}, before.text || "?"), " → ", el("ins", {}, op.text));
+    } else if (before.text) {
+      parts.push(`: ${before.text}`);
+    }
+    if (op.weight !== undefined && op.weight !== null && op.weight !== before.weight) {
+      parts.push(` · weight ${before.weight ?? "?"} → ${op.weight}`);
+    }
   }
+  if (op.accepted === false) parts.push(el("div", { class: "muted" }, `refused: ${op.reason || ""}`));
+  return el("li", { class: op.accepted === false ? "op refused" : "op" }, ...parts);
+}
+
+function evidenceNote(rev) {
+  const records = (rev.evidence || []).length;
+  if (rev.step === null || rev.step === undefined) return null;
+  return el("small", { class: "muted evidence" },
+    `Evidence: step ${rev.step}${records ? `, ${records} memory records` : ""}.`);
+}
+
+// A rollback an admin made through the memory, shown among the revisions with its reason.
+function rollbackRow(record) {
+  const data = record.data || {};
+  return el("tr", { class: "revision state-rolled_back", "data-rollback": record.id,
+    "data-state": "rolled_back" },
+  el("td", {}, record.step ?? "–"), el("td", { class: "state-rolled_back" }, STATE_WORDS.rolled_back),
+  el("td", {}, `v${data.from_version} → v${data.to_version}`), el("td", {}, "rollback"),
+  el("td", {}, data.reason || "", el("small", { class: "muted" },
+    ` · ${(record.created_at || "").replace("T", " ").slice(0, 19)}`)),
+  el("td", {}));
 }
 
 // Who approved or dismissed a held revision, and when (from the revision's detail).
@@ -279,9 +362,18 @@ async function decide(rev, verb) {
 async function openRubric(rubricId, version) {
   state.rubricId = rubricId;
   $("rubric").hidden = false;
-  $("rubric-id").textContent = rubricId;
   $("rollback-done").textContent = "";
-  const page = await api(`/v1/rubrics/${encodeURIComponent(rubricId)}/versions?limit=1000`);
+  const [rubric, page, records] = await Promise.all([
+    api(`/v1/rubrics/${encodeURIComponent(rubricId)}`),
+    api(`/v1/rubrics/${encodeURIComponent(rubricId)}/versions?limit=1000`),
+    api(`/v1/memory/records?kind=rubric_update&rubric_id=${encodeURIComponent(rubricId)}&limit=200`),
+  ]);
+  $("rubric-name").textContent = rubric.name;
+  $("rubric-id").textContent = rubricId;
+  if (state.run && state.run.rubric_id === rubricId) {
+    $("run-rubric").textContent = `${rubric.name} (${rubricId})`;
+  }
+  state.rollbacks = records.items.filter((r) => (r.data || {}).operation === "rollback");
   const versions = page.items;
   const current = versions.find((v) => v.current);
   $("rubric-current").textContent = current ? current.version : "?";
@@ -296,9 +388,23 @@ async function openRubric(rubricId, version) {
     body.append(el("tr", { class: `clickable${v.version === shown ? " selected" : ""}`,
       "data-version": v.version, onclick: () => openRubric(rubricId, v.version) },
     el("td", {}, v.version), el("td", {}, (v.created_at || "").replace("T", " ").slice(0, 19)),
-    el("td", {}, v.criteria), el("td", {}, v.note || ""), el("td", {}, button)));
+    el("td", {}, v.criteria), el("td", {}, versionNote(v)), el("td", {}, button)));
   }
   await showDiff(rubricId, shown);
+}
+
+// A version's note, and each admin rollback that made it current again (with the reason).
+function versionNote(version) {
+  const notes = [version.note || ""];
+  for (const record of state.rollbacks) {
+    const data = record.data || {};
+    if (data.to_version !== version.version) continue;
+    const when = (record.created_at || "").replace("T", " ").slice(0, 16);
+    notes.push(el("div", { class: "rollback-note" },
+      `current again ${when}: rolled back from v${data.from_version}`,
+      data.reason ? ` (${data.reason})` : ""));
+  }
+  return el("div", {}, ...notes);
 }
 
 async function showDiff(rubricId, to) {
@@ -345,7 +451,10 @@ async function rollback(version) {
     await openRubric(rubricId, answer.rubric.version);
     $("rollback-done").textContent =
       `Rolled back: version ${answer.rubric.version} is current (recorded as ${answer.record.id}).`;
-    if (state.run) $("run-version").textContent = answer.rubric.current_version;
+    if (state.run) {
+      $("run-version").textContent = answer.rubric.current_version;
+      await loadRevisions(state.run.run_id);
+    }
   } catch (error) { showError(error); }
 }
 
