@@ -231,7 +231,7 @@ def test_the_trl_rollout_func_gives_one_rollout_per_entry_within_the_budget(
     """TRL passes the prompts already repeated num_generations times: one rollout each (issue
     22: two dialogues per entry crashed GRPO), never more than max_completion_length tokens."""
     trainer = types.SimpleNamespace(**vars(policy), num_generations=2)
-    rollout_func = trl_rollout_func(max_turns=3, max_turn_tokens=12)
+    rollout_func = trl_rollout_func(max_turns=2, max_turn_tokens=12)
     goal = '{"goal": "You want a vegetarian lasagna recipe.", "prompt": "Dinner idea?"}'
     prompts = [goal, goal]  # as TRL's RepeatSampler hands them at G=2
     output = rollout_func(prompts, trainer)
