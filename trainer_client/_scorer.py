@@ -313,3 +313,21 @@ class EnvScorer:
             old, self._current = self._current, None
         if old is not None:
             old[0].close()
+
+
+_ENV_SCORERS: dict[str, EnvScorer] = {}
+
+
+def env_scorer(adapter: str) -> EnvScorer:
+    """The :class:`EnvScorer` of ``adapter`` in this process, created on first use.
+
+    It lives here, in an importable module, and not in the adapter's own module globals: verl
+    loads ``compute_score`` from a file path, so Ray's cloudpickle pickles it by value with the
+    globals it reads, and an ``EnvScorer`` (a lock, an HTTP client) does not pickle (issue 22:
+    ``cannot pickle '_thread.lock'`` under verl's ``remote`` reward manager). A function of
+    this module is pickled by reference, so each Ray worker makes its own scorer.
+    """
+    found = _ENV_SCORERS.get(adapter)
+    if found is None:
+        found = _ENV_SCORERS.setdefault(adapter, EnvScorer())  # setdefault: one wins a race
+    return found

@@ -23,7 +23,8 @@ an OpenRLHF that passes whole groups per call (older batching releases). Pointwi
 ``rewards`` are the weighted totals; ``scores`` are the same totals mapped onto 0..1 (each
 channel by its value range, then the weighted mean, as the server's ``/get_reward`` does), the
 range OpenRLHF's dynamic filtering expects. Trailing end-of-turn and padding tokens
-(``<|im_end|>``, ``</s>``, ...) are dropped from each response, as on the server.
+(``<|im_end|>``, ``</s>``, ...) are dropped from each response, and a chat-templated prompt is
+turned back into its conversation (:func:`judged_prompt`), as on the server.
 ``extra_logs`` holds each channel's values
 (``plaudit/<channel>``) and the metrics channels report per group
 (``plaudit/rubric/pass_rate/required``, ...). With ``PLAUDIT_LABEL_COLUMN=rubric_id`` each
@@ -48,7 +49,8 @@ from trainer_client._groups import (
     group_by_prompt,
     scatter,
 )
-from trainer_client._scorer import EnvScorer, GroupScorer, RewardUnavailable
+from trainer_client._scorer import GroupScorer, RewardUnavailable, env_scorer
+from trainer_client._templates import unwrap_prompt
 from trainer_client._wire import strip_end_markers, unit_interval
 from trainer_client.errors import PlauditError
 
@@ -58,18 +60,21 @@ __all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics
 ENV_LABEL_COLUMN = "PLAUDIT_LABEL_COLUMN"
 #: Declares that this OpenRLHF passes every sample of a prompt in one call.
 ENV_WHOLE_GROUPS = "PLAUDIT_OPENRLHF_WHOLE_GROUPS"
+#: The server's switches for chat-template unwrapping, read here too so that both agree.
+ENV_UNWRAP = "PLAUDIT_PROTOCOLS_UNWRAP_TEMPLATES"
+ENV_KEEP_SYSTEM = "PLAUDIT_PROTOCOLS_KEEP_SYSTEM_PROMPT"
 
-_scorer = EnvScorer()
+_ADAPTER = "openrlhf"  # its scorer: env_scorer(_ADAPTER), one per process
 
 
 def configure(scorer: GroupScorer, *, run_id: str | None = None) -> None:
     """Use ``scorer`` instead of the environment (tests, or a launcher that builds it)."""
-    _scorer.configure(scorer, run_id)
+    env_scorer(_ADAPTER).configure(scorer, run_id)
 
 
 def reset() -> None:
     """Forget the scorer: the next call reads the environment again."""
-    _scorer.reset()
+    env_scorer(_ADAPTER).reset()
 
 
 def reward_func(
@@ -88,11 +93,12 @@ def reward_func(
     """
     import torch  # OpenRLHF needs tensors; trainer_client must not import torch on import.
 
-    scorer, run_id = _scorer.get()
+    scorer, run_id = env_scorer(_ADAPTER).get()
     if len(queries) != len(prompts):
         raise ValueError(f"got {len(queries)} queries for {len(prompts)} prompts")
     texts = [response_text(q, p) for q, p in zip(queries, prompts, strict=True)]
-    groups = group_by_prompt(list(prompts), texts, columns=_label_column(labels, len(texts)))
+    judged = [judged_prompt(p) for p in prompts]
+    groups = group_by_prompt(judged, texts, columns=_label_column(labels, len(texts)))
     needs_group = scorer.group_channels()
     whole_groups = os.environ.get(ENV_WHOLE_GROUPS, "").lower() in ("1", "true", "yes")
     if needs_group and not whole_groups:
@@ -199,6 +205,25 @@ def _label_column(labels: Sequence[Any] | None, size: int) -> dict[str, list[Any
 
 def _unit(value: float | None, bounds: Sequence[float] | None) -> float:
     return 0.5 if value is None else unit_interval(value, bounds)
+
+
+def judged_prompt(prompt: str) -> Any:
+    """The prompt as the judge sees it: a chat-templated prompt unwrapped into its conversation
+    exactly as the server's ``/get_reward`` does (issue 22), unless
+    ``PLAUDIT_PROTOCOLS_UNWRAP_TEMPLATES=false``.
+
+    >>> judged_prompt("<|im_start|>system\\nBe brief.<|im_end|>\\n"
+    ...               "<|im_start|>user\\n2+2?<|im_end|>\\n<|im_start|>assistant\\n")
+    '2+2?'
+    """
+    if not _env_flag(ENV_UNWRAP, default=True):
+        return prompt
+    return unwrap_prompt(prompt, keep_system=_env_flag(ENV_KEEP_SYSTEM, default=False)).prompt
+
+
+def _env_flag(name: str, *, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def response_text(query: str, prompt: str) -> str:

@@ -20,6 +20,7 @@ server from the environment like the other adapters::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -29,6 +30,10 @@ from typing import Any
 
 import httpx
 
+from trainer_client.client import AsyncPlauditClient
+from trainer_client.config import RetryPolicy, Timeouts
+from trainer_client.errors import PlauditError
+
 TERMINATIONS = ("user_done", "max_turns", "length")
 DEFAULT_MAX_TURNS = 4
 #: The simulated user's goal when a sample names none: keep asking about the first request.
@@ -37,11 +42,13 @@ DEFAULT_GOAL = (
     "questions until you have it: {first}"
 )
 
-Generate = Callable[[list[int]], Awaitable[tuple[list[int], list[float] | None]]]
+#: The policy: (ids so far, most new tokens or None) -> (new ids, their log-probabilities).
+Generate = Callable[[list[int], int | None], Awaitable[tuple[list[int], list[float] | None]]]
 
 
 class SimulatorError(RuntimeError):
-    """The simulator could not answer (the dialogue cannot go on; never a silent reward)."""
+    """The simulator could not answer, after the client's retries (the dialogue cannot go on;
+    never a silent reward). The client's error is its ``__cause__``."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,10 @@ class UserTurn:
 
 
 class SimulatorClient:
-    """``POST /v1/simulator/turn`` over httpx (async)."""
+    """``POST /v1/simulator/turn`` on the reward client (:class:`AsyncPlauditClient`), so a
+    refused connection, a 503 or a restart is retried with the same :class:`RetryPolicy` and
+    outage budget as reward requests (issue 22: the hooks gave up after one refused connection).
+    """
 
     def __init__(
         self,
@@ -64,14 +74,20 @@ class SimulatorClient:
         temperature: float = 0.8,
         max_new_tokens: int | None = None,
         timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.calibration = calibration
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
-        self._client = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout_s, transport=transport
+        self._client = AsyncPlauditClient(
+            base_url,
+            api_key=api_key,
+            timeout=Timeouts(read=timeout_s),
+            retry=retry,
+            sleep=sleep,
+            transport=transport,
         )
 
     @classmethod
@@ -97,12 +113,9 @@ class SimulatorClient:
         if self.max_new_tokens is not None:
             body["max_new_tokens"] = self.max_new_tokens
         try:
-            response = await self._client.post("/v1/simulator/turn", json=body)
-        except httpx.HTTPError as exc:
-            raise SimulatorError(f"the simulator is unreachable: {exc!r}") from exc
-        if response.status_code != 200:
-            raise SimulatorError(f"the simulator answered {response.status_code}: {response.text}")
-        data = response.json()
+            data = await self._client.request("POST", "/v1/simulator/turn", json=body)
+        except PlauditError as exc:
+            raise SimulatorError(f"the simulator could not answer: {exc}") from exc
         rated = data.get("satisfaction")
         return UserTurn(
             text=data["message"]["content"],
@@ -121,8 +134,9 @@ class ChatTokens:
     and the next open assistant turn (the approach of verl's tool agent loop for tool
     responses), so the policy's own sampled ids are never re-tokenized."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
+        self.template_kwargs = dict(template_kwargs or {})  # e.g. Qwen3's enable_thinking
         head = [{"role": "system", "content": "S"}]
         self._head = self._text(head)
         ended = self._text([*head, {"role": "assistant", "content": "\x01"}])
@@ -135,7 +149,7 @@ class ChatTokens:
 
     def _text(self, messages: list[dict[str, str]], generation: bool = False) -> str:
         text: str = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation
+            messages, tokenize=False, add_generation_prompt=generation, **self.template_kwargs
         )
         return text
 
@@ -198,39 +212,52 @@ async def simulate_dialogue(
     goal: str | None = None,
     max_turns: int = DEFAULT_MAX_TURNS,
     max_tokens: int | None = None,
+    max_prompt_tokens: int | None = None,
     seed: int | None = None,
 ) -> Rollout:
-    """Alternate the policy (``generate``: ids so far -> new ids, log-probabilities) and the
-    simulated user until the user ends, ``max_turns`` policy turns, or ``max_tokens``
-    completion tokens."""
+    """Alternate the policy (``generate``: ids so far and the most new tokens it may add ->
+    new ids, log-probabilities) and the simulated user until the user ends, ``max_turns``
+    policy turns, or ``max_tokens`` completion tokens (policy and user tokens together: the
+    trajectory never exceeds it, issue 22). The user rates every policy turn, a cut one too.
+    A prompt over ``max_prompt_tokens`` keeps its last ones, as verl's own agent loops do."""
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
     dialogue = [dict(m) for m in prompt if m["role"] in ("user", "assistant")]
-    rollout = Rollout(prompt_ids=tokens.prompt(prompt), messages=list(dialogue))
+    prompt_ids = tokens.prompt(prompt)
+    if max_prompt_tokens is not None and len(prompt_ids) > max_prompt_tokens:
+        prompt_ids = prompt_ids[-max_prompt_tokens:]
+    rollout = Rollout(prompt_ids=prompt_ids, messages=list(dialogue))
     user_goal = goal_of(prompt, goal)
     for turn in range(max_turns):
-        ids, logprobs = await generate(rollout.prompt_ids + rollout.completion_ids)
+        budget = None if max_tokens is None else max_tokens - len(rollout.completion_ids)
+        ids, logprobs = await generate(rollout.prompt_ids + rollout.completion_ids, budget)
+        if budget is not None:  # a generator that ignores the budget is cut to it
+            ids, logprobs = ids[:budget], None if logprobs is None else logprobs[:budget]
         rollout.add(ids, 1, logprobs)
         rollout.policy_turns += 1
-        answer = {"role": "assistant", "content": tokens.decode(ids)}
-        rollout.messages.append(answer)
+        rollout.messages.append({"role": "assistant", "content": tokens.decode(ids)})
         said = await simulator.turn(
             user_goal, rollout.messages, seed=None if seed is None else seed + turn
         )
         rollout.satisfaction.append(said.satisfaction)
-        if said.done:
-            rollout.termination = "user_done"
-            break
-        if turn == max_turns - 1:
-            rollout.termination = "max_turns"
+        ending = _ending(said.done, turn + 1 >= max_turns)
+        if ending:
+            rollout.termination = ending
             break
         user_ids = tokens.user_turn(said.text, ids)
         if max_tokens is not None and len(rollout.completion_ids) + len(user_ids) >= max_tokens:
-            rollout.termination = "length"
+            rollout.termination = "length"  # no room for the user's turn and an answer
             break
         rollout.add(user_ids, 0)
         rollout.messages.append({"role": "user", "content": said.text})
     return rollout
+
+
+def _ending(user_done: bool, last_turn: bool) -> str:
+    """Why the dialogue ends after a rated policy turn ("" while it goes on)."""
+    if user_done:
+        return "user_done"
+    return "max_turns" if last_turn else ""
 
 
 def satisfaction_reward(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
@@ -245,71 +272,80 @@ def trl_rollout_func(
     simulator: SimulatorClient | None = None,
     *,
     max_turns: int | None = None,
+    max_turn_tokens: int | None = None,
     goal_key: str = "goal",
-    generate: Callable[[Any, list[int]], tuple[list[int], list[float]]] | None = None,
+    generate: Callable[[Any, list[int], int], tuple[list[int], list[float]]] | None = None,
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
-    """A TRL ``GRPOTrainer`` ``rollout_func(prompts, trainer)`` (TRL 1.16): for each prompt,
-    ``trainer.num_generations`` dialogues with the simulated user. It returns ``prompt_ids``,
-    ``completion_ids``, ``logprobs``, ``env_mask`` (TRL leaves the user's tokens, 0, out of
-    the loss) and, for the reward functions, ``final_satisfaction``, ``satisfaction``,
-    ``termination`` and ``policy_turns``.
+    """A TRL ``GRPOTrainer`` ``rollout_func(prompts, trainer)`` (TRL >= 1.16): one dialogue
+    with the simulated user per entry of ``prompts``. TRL's sampler has already repeated each
+    prompt ``num_generations`` times, and TRL expects exactly one rollout per entry (issue 22).
+
+    Each trajectory (policy and user tokens) holds at most ``trainer.args.max_completion_length``
+    tokens, and a policy turn at most ``max_turn_tokens`` (default: what is left of that budget).
+    It returns ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (TRL leaves the
+    user's tokens, 0, out of the loss) and, for the reward functions, ``final_satisfaction``,
+    ``satisfaction``, ``termination`` and ``policy_turns``.
 
     A prompt is a list of chat messages (conversational datasets) or a string; a JSON string
-    ``{"goal": ..., "prompt": [...]}`` carries the user's goal. ``generate(trainer, ids)``
-    samples the policy's answer (default: ``trainer.model`` with transformers' generate,
-    ``trainer.args.max_completion_length`` and ``temperature``; pass one backed by vLLM for
-    speed)."""
-    import asyncio
+    ``{"goal": ..., "prompt": [...]}`` carries the user's goal. ``generate(trainer, ids,
+    max_new_tokens)`` samples the policy's answer (default: ``trainer.model`` with
+    transformers' generate at ``trainer.args.temperature``; pass one backed by vLLM for speed).
 
+    ::
+
+        trainer = GRPOTrainer(model, reward_funcs=[satisfaction_reward], args=args,
+                              train_dataset=dataset, rollout_func=trl_rollout_func())
+    """
     turns = max_turns or int(os.environ.get("PLAUDIT_SIMULATOR_MAX_TURNS", DEFAULT_MAX_TURNS))
     sample = generate or _hf_generate
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         tokens = ChatTokens(trainer.processing_class)
-        count = int(getattr(trainer, "num_generations", 1) or 1)
         limit = getattr(getattr(trainer, "args", None), "max_completion_length", None)
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+
+        async def policy(ids: list[int], budget: int | None) -> tuple[list[int], list[float]]:
+            cap = [n for n in (budget, max_turn_tokens, limit) if n is not None]
+            return sample(trainer, ids, min(cap) if cap else 64)
 
         async def run_all() -> list[Rollout]:
             client = simulator or SimulatorClient.from_env()
             try:
-
-                async def policy(ids: list[int]) -> tuple[list[int], list[float] | None]:
-                    return sample(trainer, ids)
-
                 out = []
                 for index, raw in enumerate(prompts):
                     messages, goal = _prompt_and_goal(raw, goal_key)
-                    for k in range(count):
-                        out.append(
-                            await simulate_dialogue(
-                                policy,
-                                tokens,
-                                client,
-                                messages,
-                                goal=goal,
-                                max_turns=turns,
-                                max_tokens=limit,
-                                seed=1000 * index + k,
-                            )
-                        )
+                    dialogue = simulate_dialogue(
+                        policy,
+                        tokens,
+                        client,
+                        messages,
+                        goal=goal,
+                        max_turns=turns,
+                        max_tokens=limit,
+                        seed=1000 * (step * len(prompts) + index),
+                    )
+                    out.append(await dialogue)
                 return out
             finally:
                 if simulator is None:
                     await client.aclose()
 
-        rollouts = asyncio.run(run_all())
-        return {
-            "prompt_ids": [r.prompt_ids for r in rollouts],
-            "completion_ids": [r.completion_ids for r in rollouts],
-            "logprobs": [r.logprobs for r in rollouts],
-            "env_mask": [r.mask for r in rollouts],
-            "final_satisfaction": [r.final_satisfaction for r in rollouts],
-            "satisfaction": [r.satisfaction for r in rollouts],
-            "termination": [r.termination for r in rollouts],
-            "policy_turns": [r.policy_turns for r in rollouts],
-        }
+        return _trl_fields(asyncio.run(run_all()))
 
     return rollout_func
+
+
+def _trl_fields(rollouts: list[Rollout]) -> dict[str, list[Any]]:
+    return {
+        "prompt_ids": [r.prompt_ids for r in rollouts],
+        "completion_ids": [r.completion_ids for r in rollouts],
+        "logprobs": [r.logprobs for r in rollouts],
+        "env_mask": [r.mask for r in rollouts],
+        "final_satisfaction": [r.final_satisfaction for r in rollouts],
+        "satisfaction": [r.satisfaction for r in rollouts],
+        "termination": [r.termination for r in rollouts],
+        "policy_turns": [r.policy_turns for r in rollouts],
+    }
 
 
 def _prompt_and_goal(raw: Any, goal_key: str) -> tuple[list[dict[str, str]], str | None]:
@@ -324,19 +360,25 @@ def _prompt_and_goal(raw: Any, goal_key: str) -> tuple[list[dict[str, str]], str
     return [{"role": m["role"], "content": m["content"]} for m in raw], None
 
 
-def _hf_generate(trainer: Any, ids: list[int]) -> tuple[list[int], list[float]]:
-    """The policy's answer from ``trainer.model`` (transformers' generate) with the log-
-    probability of each sampled token."""
+def _hf_generate(
+    trainer: Any, ids: list[int], max_new_tokens: int | None = None
+) -> tuple[list[int], list[float]]:
+    """The policy's answer from ``trainer.model`` (transformers' generate), at most
+    ``max_new_tokens`` (default ``trainer.args.max_completion_length``), with the
+    log-probability of each sampled token."""
     import torch
 
     model = trainer.model
+    accelerator = getattr(trainer, "accelerator", None)
+    if accelerator is not None:  # GRPOTrainer's model may be wrapped (DDP)
+        model = accelerator.unwrap_model(model)
     args = trainer.args
     device = next(model.parameters()).device
     with torch.no_grad():
         out = model.generate(
             torch.tensor([ids], device=device),
             attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
-            max_new_tokens=int(getattr(args, "max_completion_length", 64) or 64),
+            max_new_tokens=max_new_tokens or int(getattr(args, "max_completion_length", 64) or 64),
             do_sample=True,
             temperature=float(getattr(args, "temperature", 1.0) or 1.0),
             top_p=1.0,

@@ -55,7 +55,7 @@ from trainer_client._groups import (
     prompt_wire,
     scatter,
 )
-from trainer_client._scorer import TRANSIENT_ERRORS, EnvScorer, GroupScorer, RewardUnavailable
+from trainer_client._scorer import TRANSIENT_ERRORS, GroupScorer, RewardUnavailable, env_scorer
 from trainer_client.errors import PlauditError
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch", "configure", "reset"]
@@ -73,17 +73,17 @@ DEFAULT_PROMPT_KEYS = (
 ENV_ON_FAILURE = "PLAUDIT_VERL_ON_FAILURE"
 FAILED_KEY = "plaudit_failed"
 
-_scorer = EnvScorer()
+_ADAPTER = "verl"  # its scorer: env_scorer(_ADAPTER), one per process
 
 
 def configure(scorer: GroupScorer, *, run_id: str | None = None) -> None:
     """Use ``scorer`` instead of the environment (tests, or a launcher that builds it)."""
-    _scorer.configure(scorer, run_id)
+    env_scorer(_ADAPTER).configure(scorer, run_id)
 
 
 def reset() -> None:
     """Forget the scorer: the next call reads the environment again."""
-    _scorer.reset()
+    env_scorer(_ADAPTER).reset()
 
 
 def compute_score(
@@ -100,7 +100,7 @@ def compute_score(
         compute_score("gsm8k", "The answer is 4.", "4", {"question": "What is 2 + 2?"})
         # {'score': 8.1, 'judge_scale': 8.1}
     """
-    scorer, run_id = _scorer.get()
+    scorer, run_id = env_scorer(_ADAPTER).get()
     group = _single(scorer, solution_str, extra_info)
     try:
         return _only(scorer, group, scorer.score([group], run_id=run_id))
@@ -116,7 +116,7 @@ async def compute_score_async(
     **kwargs: Any,
 ) -> dict[str, float]:
     """:func:`compute_score` on the async client, for verl's reward loop."""
-    scorer, run_id = _scorer.get()
+    scorer, run_id = env_scorer(_ADAPTER).get()
     group = _single(scorer, solution_str, extra_info)
     try:
         return _only(scorer, group, await scorer.ascore([group], run_id=run_id))
@@ -138,7 +138,7 @@ def compute_score_batch(
         compute_score_batch(["gsm8k"] * 2, ["4", "5"], ["4", "4"],
                             [{"question": "2 + 2?"}] * 2)   # [{'score': ...}, {'score': ...}]
     """
-    scorer, run_id = _scorer.get()
+    scorer, run_id = env_scorer(_ADAPTER).get()
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     prompts = [_prompt(info) for info in infos]
     groups = group_by_prompt(prompts, list(solution_strs))

@@ -15,7 +15,10 @@ and ``name: plaudit_simulated_user``), and give dataset rows ``agent_name:
 plaudit_simulated_user``; a row's ``extra_info.goal`` (or ``goal``) is the user's goal. The
 response holds the policy's tokens (mask 1) and the user's (mask 0); ``extra_fields`` carry
 ``termination``, ``satisfaction`` (after each policy turn) and ``final_satisfaction`` for the
-reward function. Server and calibration come from the environment (see
+reward function, and ``turn_scores``/``tool_rewards`` as verl's own loops do. As verl's own
+loops (verl 0.9.1), it renders the prompt with ``data.apply_chat_template_kwargs``, keeps the
+last ``rollout.prompt_length`` prompt tokens, and reports ``metrics.generate_sequences``.
+Server and calibration come from the environment (see
 ``trainer_client.simulator``). Without verl installed the module imports, and
 :data:`SimulatedUserAgentLoop` is None.
 """
@@ -23,17 +26,20 @@ reward function. Server and calibration come from the environment (see
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
 from trainer_client.simulator import (
     DEFAULT_MAX_TURNS,
     ChatTokens,
+    Rollout,
     SimulatorClient,
     simulate_dialogue,
 )
 
 AGENT_NAME = "plaudit_simulated_user"
+ENV_MAX_TURNS = "PLAUDIT_SIMULATOR_MAX_TURNS"
 
 try:
     from verl.experimental.agent_loop.agent_loop import (
@@ -51,6 +57,20 @@ def _goal(fields: dict[str, Any]) -> str | None:
     return goal or fields.get("goal")
 
 
+def _extra_fields(rollout: Rollout) -> dict[str, Any]:
+    """What the reward function reads, with the keys verl's own loops always set (issue 22: a
+    batch mixing loops assembled None beside []): ``turn_scores`` is the user's rating of each
+    rated policy turn on 0..1; there are no tools, so ``tool_rewards`` is empty."""
+    return {
+        "termination": rollout.termination,
+        "satisfaction": rollout.satisfaction,
+        "final_satisfaction": rollout.final_satisfaction,
+        "policy_turns": rollout.policy_turns,
+        "turn_scores": [(s - 1) / 4 for s in rollout.satisfaction if s is not None],
+        "tool_rewards": [],
+    }
+
+
 if AgentLoopBase is not None:
 
     @register(AGENT_NAME)
@@ -60,30 +80,24 @@ if AgentLoopBase is not None:
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             rollout_config = self.config.actor_rollout_ref.rollout
             response_length = int(rollout_config.response_length)
-            request_id = uuid.uuid4().hex
-            max_turns = int(os.environ.get("PLAUDIT_SIMULATOR_MAX_TURNS", DEFAULT_MAX_TURNS))
-
-            async def generate(ids: list[int]) -> tuple[list[int], list[float] | None]:
-                out = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=ids, sampling_params=sampling_params
-                )
-                token_ids = list(getattr(out, "token_ids", out))  # older verl: a list of ids
-                logprobs = getattr(out, "log_probs", None)
-                return token_ids, None if logprobs is None else list(logprobs)
-
+            timing = {"generate_sequences": 0.0}
+            started = time.perf_counter()
             simulator = SimulatorClient.from_env()
             try:
                 rollout = await simulate_dialogue(
-                    generate,
-                    ChatTokens(self.tokenizer),
+                    self._generator(sampling_params, timing),
+                    ChatTokens(self.tokenizer, getattr(self, "apply_chat_template_kwargs", None)),
                     simulator,
                     list(kwargs["raw_prompt"]),
                     goal=_goal(kwargs),
-                    max_turns=max_turns,
+                    max_turns=int(os.environ.get(ENV_MAX_TURNS, DEFAULT_MAX_TURNS)),
                     max_tokens=response_length,
+                    max_prompt_tokens=int(rollout_config.prompt_length),
                 )
             finally:
                 await simulator.aclose()
+            # The simulated user plays the part of verl's tools: its time is "tool_calls".
+            timing["tool_calls"] = time.perf_counter() - started - timing["generate_sequences"]
             with_logprobs = sampling_params.get("logprobs")
             return AgentLoopOutput(
                 prompt_ids=rollout.prompt_ids,
@@ -91,14 +105,28 @@ if AgentLoopBase is not None:
                 response_mask=rollout.mask[:response_length],
                 response_logprobs=rollout.logprobs[:response_length] if with_logprobs else None,
                 num_turns=len(rollout.messages),
-                metrics={},
-                extra_fields={
-                    "termination": rollout.termination,
-                    "satisfaction": rollout.satisfaction,
-                    "final_satisfaction": rollout.final_satisfaction,
-                    "policy_turns": rollout.policy_turns,
-                },
+                metrics=timing,
+                extra_fields=_extra_fields(rollout),
             )
+
+        def _generator(self, sampling_params: dict[str, Any], timing: dict[str, float]) -> Any:
+            """The policy through verl's server manager: one sticky request id per sample,
+            the time spent counted as verl's ``generate_sequences`` metric."""
+            request_id = uuid.uuid4().hex
+
+            async def generate(
+                ids: list[int], budget: int | None
+            ) -> tuple[list[int], list[float] | None]:
+                started = time.perf_counter()
+                out = await self.server_manager.generate(
+                    request_id=request_id, prompt_ids=ids, sampling_params=sampling_params
+                )
+                timing["generate_sequences"] += time.perf_counter() - started
+                token_ids = list(getattr(out, "token_ids", out))  # older verl: a list of ids
+                logprobs = getattr(out, "log_probs", None)
+                return token_ids, None if logprobs is None else list(logprobs)
+
+            return generate
 
     SimulatedUserAgentLoop: Any = _SimulatedUserAgentLoop
 else:

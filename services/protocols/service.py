@@ -26,6 +26,7 @@ from services.core.records import content_hash
 from services.core.schemas import Prompt
 from services.core.unicode_check import find_surrogates
 from services.protocols.buffer import GroupBuffer, Settle
+from services.protocols.in_flight import GroupsInFlight
 from services.protocols.schemas import (
     FailurePolicy,
     OpenRLHFRequest,
@@ -139,6 +140,7 @@ class ProtocolService:
         else:
             self._buffer = GroupBuffer(self._score_group)
         self._recent = RecentGroups()
+        self._in_flight = GroupsInFlight()
 
     def options(
         self,
@@ -300,9 +302,12 @@ class ProtocolService:
     async def _score_group(self, key: GroupKey, responses: list[str]) -> list[SampleReward]:
         if len(responses) < 2 and key.spec.group_channels:
             return await self._score_alone(key, responses)
-        response = await self._rewards.group(self._request(key, key.spec, responses))
-        settled = settle_group(key.spec, response.results)
-        if key.spec.group_channels:
+        if not key.spec.group_channels:
+            response = await self._rewards.group(self._request(key, key.spec, responses))
+            return settle_group(key.spec, response.results)
+        with self._in_flight.scoring(key):
+            response = await self._rewards.group(self._request(key, key.spec, responses))
+            settled = settle_group(key.spec, response.results)
             self._recent.remember(key, settled)
         return settled
 
@@ -310,7 +315,9 @@ class ProtocolService:
         """A sample that reached its deadline alone (a straggler of a group already scored,
         or a prompt sampled once): its per-sample channels score it; each group channel takes
         its group's mean (a straggler) or its midpoint, so that channel adds nothing to its
-        advantage under the trainer's group normalization. Flagged ``group_too_small``."""
+        advantage under the trainer's group normalization. Flagged ``group_too_small``. When
+        its group is still being scored, it waits for the group's means (issue 22)."""
+        await self._in_flight.wait(key)
         recent = self._recent.get(key)
         log.info(
             "a lone sample reached its deadline (%s); its group channels (%s) take %s",

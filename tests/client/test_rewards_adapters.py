@@ -403,6 +403,36 @@ def test_openrlhf_reward_func_loaded_by_path(
     module.reset()
 
 
+def test_openrlhf_reward_func_unwraps_templated_prompts_as_get_reward_does(
+    live_all_server: LiveServer, plaudit_env: Callable[[dict[str, Any]], None]
+) -> None:
+    """Issue 22: the same spec and samples give the same rewards through the python-file
+    adapter and through /get_reward, which turns a chat-templated prompt (here SmolLM's, with
+    its system prompt) back into the question before the judge sees it."""
+    pytest.importorskip("torch")
+    plaudit_env(JUDGE)
+    module = _load_by_path(trainer_client.openrlhf, "reward_func")
+    system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    prompt = (
+        f"<|im_start|>system\n{system}<|im_end|>\n"
+        "<|im_start|>user\nName a prime number.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    responses = ["7", "9 is prime", "Two.", "A cat sat on the mat."]
+    queries = [prompt + r + "<|im_end|>" for r in responses]
+    through_file = module.reward_func(queries, [prompt] * 4, None)["rewards"].tolist()
+    with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
+        served = client.request(
+            "POST",
+            "/get_reward",
+            json={"query": queries, "prompts": [prompt] * 4, "labels": None},
+            params={"spec": json.dumps(JUDGE)},
+        )
+        plain = client.rewards_group("Name a prime number.", responses, JUDGE)
+    assert through_file == pytest.approx(served["rewards"])
+    assert through_file == pytest.approx([r["total"] for r in plain["results"]])
+    module.reset()
+
+
 def test_adapter_modules_do_not_import_torch() -> None:
     code = (
         "import json, sys\n"

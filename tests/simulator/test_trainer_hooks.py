@@ -8,68 +8,27 @@ trainer drives it:
   built with ``trainer_config``/``server_manager``/``tokenizer``/``processor`` and awaited as
   ``run(sampling_params, **dataset_fields)``; ``server_manager.generate`` answers token ids and
   log-probabilities;
-* TRL 1.16: ``rollout_func(prompts, trainer)`` as ``GRPOTrainer`` calls it, checked for the keys
-  it requires and the ``env_mask`` it reads;
-* OpenRLHF: ``reset`` then ``step`` per action, as ``AgentExecutorBase.execute`` calls them.
+* TRL 1.16: ``rollout_func(prompts, trainer)`` called by TRL's own ``GRPOTrainer`` for one
+  training step (and directly with prompts repeated as TRL's sampler repeats them);
+* OpenRLHF: see test_openrlhf_agent.py.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from tests.serving import serving
 from trainer_client.simulator import ChatTokens, _hf_generate, trl_rollout_func
 
 pytestmark = pytest.mark.slow
 GOAL = "You want to know how long to boil an egg so that the yolk stays soft."
 PROMPT = [{"role": "user", "content": "How long should I boil an egg?"}]
-
-
-@pytest.fixture(scope="module")
-def policy(model_cache_dir: Path) -> Any:
-    """The policy: SmolLM2 as transformers loads it, with TRL-like ``args``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from judges.backends.convert import resolve_model_dir
-
-    model_dir = resolve_model_dir(None, model_cache_dir)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    args = types.SimpleNamespace(max_completion_length=24, temperature=1.0)
-    return types.SimpleNamespace(model=model, processing_class=tokenizer, args=args)
-
-
-@pytest.fixture(scope="module")
-def simulator_url(tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("sim-server")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")},
-        "HOME": str(root),
-        "PLAUDIT_DATA_DIR": str(root / "data"),
-        "PLAUDIT_MODEL_CACHE_DIR": str(model_cache_dir),
-        "PLAUDIT_SIMULATOR_MAX_NEW_TOKENS": "16",
-        "OMP_NUM_THREADS": "1",
-    }
-    with serving("simulator", root, env, within=240) as url:
-        yield url
-
-
-@pytest.fixture
-def env(simulator_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("PLAUDIT_URL", simulator_url)
-    monkeypatch.setenv("PLAUDIT_SIMULATOR_MAX_TURNS", "3")
-    monkeypatch.setenv("PLAUDIT_SIMULATOR_TEMPERATURE", "0.7")
-    return simulator_url
 
 
 def test_user_turns_are_the_chat_template_between_policy_turns(policy: Any) -> None:
@@ -135,11 +94,14 @@ def _verl_stand_in() -> dict[str, types.ModuleType]:
             server_manager: Any,
             tokenizer: Any,
             processor: Any,
+            data_config: Any,
             **kw: Any,
         ) -> None:
             import asyncio
 
             self.config = trainer_config.config
+            self.data_config = data_config.config
+            self.apply_chat_template_kwargs = self.data_config.get("apply_chat_template_kwargs", {})
             self.server_manager = server_manager
             self.tokenizer = tokenizer
             self.processor = processor
@@ -160,6 +122,21 @@ def _verl_stand_in() -> dict[str, types.ModuleType]:
     modules = {name: types.ModuleType(name) for name in names}
     modules[module.__name__] = module
     return modules
+
+
+class _RecordingTokenizer:
+    """The policy's tokenizer, recording the keyword arguments of apply_chat_template."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self.template_kwargs: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+    def apply_chat_template(self, messages: Any, **kwargs: Any) -> Any:
+        self.template_kwargs.append(kwargs)
+        return self._tokenizer.apply_chat_template(messages, **kwargs)
 
 
 class _ServerManager:
@@ -193,15 +170,18 @@ async def test_the_verl_agent_loop_runs_as_verl_runs_it(
 
     config = types.SimpleNamespace(
         actor_rollout_ref=types.SimpleNamespace(
-            rollout=types.SimpleNamespace(response_length=256, prompt_length=128)
+            rollout=types.SimpleNamespace(response_length=256, prompt_length=12)
         )
     )
+    data = {"apply_chat_template_kwargs": {"enable_thinking": False}}  # Qwen3's switch
     manager = _ServerManager(policy)
+    tokenizer = _RecordingTokenizer(policy.processing_class)
     loop = loop_class(
         trainer_config=types.SimpleNamespace(config=config),
         server_manager=manager,
-        tokenizer=policy.processing_class,
+        tokenizer=tokenizer,
         processor=None,
+        data_config=types.SimpleNamespace(config=data),
     )
     output = await loop.run(
         {"temperature": 1.0, "top_p": 1.0, "logprobs": True},
@@ -218,7 +198,14 @@ async def test_the_verl_agent_loop_runs_as_verl_runs_it(
     assert len({request for request, _ in manager.calls}) == 1, "one sticky session per sample"
     assert len(fields["satisfaction"]) == fields["policy_turns"]
     assert all(s is None or 1 <= s <= 5 for s in fields["satisfaction"])
-    assert output.prompt_ids == ChatTokens(policy.processing_class).prompt(PROMPT)
+    whole = ChatTokens(policy.processing_class).prompt(PROMPT)
+    assert len(whole) > 12 and output.prompt_ids == whole[-12:], "capped as verl's loops cap"
+    assert tokenizer.template_kwargs and all(
+        kw.get("enable_thinking") is False for kw in tokenizer.template_kwargs
+    ), "data.apply_chat_template_kwargs reach the chat template"
+    rated = [(s - 1) / 4 for s in fields["satisfaction"] if s is not None]
+    assert fields["turn_scores"] == pytest.approx(rated) and fields["tool_rewards"] == []
+    assert output.metrics["generate_sequences"] > 0 and output.metrics["tool_calls"] > 0
     _check_trajectory(
         policy.processing_class, output.response_ids, output.response_mask, output.response_logprobs
     )
@@ -230,62 +217,87 @@ async def test_the_verl_agent_loop_runs_as_verl_runs_it(
 # --- TRL --------------------------------------------------------------------------------
 
 
-def test_the_trl_rollout_func_returns_what_grpo_reads(policy: Any, env: str) -> None:
-    trainer = types.SimpleNamespace(**vars(policy), num_generations=2)
-    rollout_func = trl_rollout_func(max_turns=2)
-    prompts = [
-        PROMPT,
-        '{"goal": "You want a vegetarian lasagna recipe.", "prompt": "Dinner idea?"}',
-    ]
-    output = rollout_func(prompts, trainer)
-    assert {"prompt_ids", "completion_ids", "logprobs"} <= output.keys()
-    assert len(output["completion_ids"]) == 4, "num_generations per prompt"
-    for key in ("env_mask", "final_satisfaction", "termination", "policy_turns"):
-        assert len(output[key]) == 4
+def _check_budget(tokenizer: Any, output: dict[str, list[Any]], limit: int) -> None:
     for ids, mask, logprobs in zip(
         output["completion_ids"], output["env_mask"], output["logprobs"], strict=True
     ):
-        _check_trajectory(policy.processing_class, ids, mask, logprobs)
+        assert len(ids) <= limit, "the trajectory (policy and user tokens) fits the budget"
+        _check_trajectory(tokenizer, ids, mask, logprobs)
+
+
+def test_the_trl_rollout_func_gives_one_rollout_per_entry_within_the_budget(
+    policy: Any, env: str
+) -> None:
+    """TRL passes the prompts already repeated num_generations times: one rollout each (issue
+    22: two dialogues per entry crashed GRPO), never more than max_completion_length tokens."""
+    trainer = types.SimpleNamespace(**vars(policy), num_generations=2)
+    rollout_func = trl_rollout_func(max_turns=2, max_turn_tokens=12)
+    goal = '{"goal": "You want a vegetarian lasagna recipe.", "prompt": "Dinner idea?"}'
+    prompts = [goal, goal]  # as TRL's RepeatSampler hands them at G=2
+    output = rollout_func(prompts, trainer)
+    assert {"prompt_ids", "completion_ids", "logprobs"} <= output.keys()
+    for key in ("completion_ids", "env_mask", "final_satisfaction", "termination"):
+        assert len(output[key]) == len(prompts), "one rollout per entry"
+    _check_budget(policy.processing_class, output, policy.args.max_completion_length)
     assert set(output["termination"]) <= {"user_done", "max_turns", "length"}
     rated = [s for s in output["final_satisfaction"] if s is not None]
     assert rated and all(1 <= s <= 5 for s in rated)
 
 
-# --- OpenRLHF ---------------------------------------------------------------------------
+def test_one_real_grpo_step_with_the_rollout_func(
+    policy: Any, env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One step of TRL's own GRPOTrainer (SmolLM2 policy, G=2, a 48-token budget) with
+    rollout_func=trl_rollout_func(), against the real simulator service."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
 
+    from trainer_client.simulator import satisfaction_reward
 
-async def test_the_openrlhf_agent_follows_the_executor_protocol(policy: Any, env: str) -> None:
-    from trainer_client.openrlhf_agent import AgentInstance
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    limit, seen = 48, []
+    inner = trl_rollout_func(max_turns=3, max_turn_tokens=12)
 
-    tokenizer = policy.processing_class
-    prompt = tokenizer.apply_chat_template(PROMPT, tokenize=False, add_generation_prompt=True)
-    agent = AgentInstance()
-    reset = await agent.reset({"observation": prompt, "label": json.dumps({"goal": GOAL})})
-    observation = reset["observation"]
-    tokens = tokenizer(observation, add_special_tokens=False)["input_ids"]
-    action_ranges, total, done, steps = [], 0.0, False, 0
-    while not done and steps < 5:
-        action, _ = _hf_generate(policy, tokens)
-        action_text = tokenizer.decode(action, skip_special_tokens=True)
-        action_ranges.append((len(tokens), len(tokens) + len(action)))
-        result = await agent.step(
-            {
-                "observation_text": observation,
-                "action_text": action_text,
-                "label": None,
-                "sampling_params": None,
-            }
-        )
-        total += result["rewards"].item()
-        done = result["done"]
-        feedback = result["environment_feedback"]
-        observation = observation + action_text + feedback
-        tokens = tokens + action + tokenizer(feedback, add_special_tokens=False)["input_ids"]
-        steps += 1
-    assert done and agent.termination in ("user_done", "max_turns") and steps <= 3
-    assert agent.goal == GOAL
-    final = agent.satisfaction[-1]
-    assert final is None or total == pytest.approx((final - 1) / 4)
-    assert len(agent.satisfaction) == steps
-    if steps > 1:
-        assert "<|im_start|>user" in observation
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        output = inner(prompts, trainer)
+        seen.append((list(prompts), output))
+        return output
+
+    def plain_len(completions: list[Any], **kwargs: Any) -> list[float]:
+        return [float(len(str(c))) / 100 for c in completions]
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        gradient_accumulation_steps=1,
+        max_completion_length=limit,
+        learning_rate=1e-6,
+        use_cpu=True,
+        bf16=False,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=3,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(str(policy.model_dir)),  # trained: a copy
+        processing_class=policy.processing_class,
+        reward_funcs=[satisfaction_reward, plain_len],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": PROMPT}] * 2),
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    assert len(seen) == 1
+    prompts, output = seen[0]
+    assert len(prompts) == 2 and prompts[0] == prompts[1] == PROMPT, "TRL repeats each prompt"
+    assert len(output["completion_ids"]) == 2, "one rollout per entry"
+    _check_budget(policy.processing_class, output, limit)
+    assert any(0 in mask for mask in output["env_mask"]), "a user turn, masked out of the loss"
+    logged = trainer.state.log_history[0]
+    assert logged["completions/max_length"] <= limit  # TRL counts the policy's tokens only
+    assert "rewards/satisfaction_reward/mean" in logged
