@@ -10,5 +10,5 @@ PYTHON="${1:-.venv/bin/python}"
 # The OpenRLHF wheel also installs a top-level `tests` package into site-packages, which could
 # shadow this repository's own `tests` package wherever the repository root is not first on
 # sys.path: remove it (it is OpenRLHF's test suite, not part of its library).
-SITE=$("$PYTHON" -c "import openrlhf, pathlib; print(pathlib.Path(openrlhf.__file__).parents[1])")
+SITE=$("$PYTHON" -m pip show openrlhf | sed -n "s/^Location: //p")
 if [ -d "$SITE/tests" ] && grep -rqs "openrlhf" "$SITE/tests" 2>/dev/null; then rm -rf "$SITE/tests"; fi
