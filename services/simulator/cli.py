@@ -92,7 +92,7 @@ def calibrate_command(
     from services.core.embedder import load_embedder
     from services.core.errors import InvalidInput
     from services.simulator.calibration import CalibrationConfig, calibrate
-    from services.simulator.jobs import base_model_dir
+    from services.simulator.jobs import base_model_dir, uss_dir
 
     settings = _settings()
     try:
@@ -107,7 +107,7 @@ def calibrate_command(
         result = calibrate(
             config,
             base_dir=base_model_dir(settings),
-            data_dir=settings.simulator.data_dir,
+            data_dir=uss_dir(settings),
             roots=settings.simulator.data_roots,
             out=folder,
             embed=load_embedder("bundled").embed,
@@ -163,7 +163,7 @@ def evaluate_command(
     from services.core.errors import InvalidInput
     from services.simulator import data as uss
     from services.simulator.calibration import CalibrationConfig, measure
-    from services.simulator.jobs import base_model_dir
+    from services.simulator.jobs import base_model_dir, uss_dir
     from services.simulator.model import ADAPTER_DIR
     from services.simulator.predictor import SatisfactionPredictor
 
@@ -181,9 +181,7 @@ def evaluate_command(
         seed=seed,
     )
     try:
-        dialogues = uss.load(
-            config.data, settings.simulator.data_dir, settings.simulator.data_roots
-        )
+        dialogues = uss.load(config.data, uss_dir(settings), settings.simulator.data_roots)
         if split == "train":
             dialogues = [d for d in dialogues if d.split == "train"]
             config = config.model_copy(update={"eval_split": "test"})
