@@ -123,6 +123,20 @@ def db_upgrade(
     typer.echo(f"database at {revision}")
 
 
+@db_app.command("wait")
+def db_wait(
+    timeout: Annotated[float, typer.Option(min=0, help="seconds to wait at most")] = 300.0,
+) -> None:
+    """Wait until the configured database is migrated to head (for init containers)."""
+    from services.core import db
+
+    problem = asyncio.run(db.wait_for_head(_settings().resolved_database_url, timeout))
+    if problem is not None:
+        typer.echo(f"error: the database is not migrated after {timeout:g} s: {problem}", err=True)
+        raise typer.Exit(1)
+    typer.echo("database at head")
+
+
 @db_app.command("downgrade")
 def db_downgrade(
     revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
@@ -149,9 +163,11 @@ def worker(
         )
         raise typer.Exit(2)
     from services.core.context import configure_logging
+    from services.core.settings_check import warn_unknown
     from services.jobs.worker import run_worker
 
     configure_logging(settings.log_level)
+    warn_unknown()
     asyncio.run(run_worker(settings, burst=burst))
 
 
