@@ -81,6 +81,13 @@ def export_command(
     if format not in ("trl", "verl", "openrlhf"):
         raise typer.BadParameter("choose trl, verl or openrlhf", param_hint="--format")
     data = _export_from(server, api_key, job, format) if server else _export_here(job, format)
+    if not data:  # issue 21: an empty file and exit 0 read as a successful export
+        typer.echo(
+            f"error: job {job} kept no instances: nothing to export, {out} not written "
+            "(its result's stages say why each candidate was rejected)",
+            err=True,
+        )
+        raise typer.Exit(1)
     out.write_bytes(data)
     typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
 
