@@ -45,7 +45,9 @@ def calibrate_command(
     max_steps: Annotated[int | None, typer.Option(min=0, help="LoRA steps (40)")] = None,
     batch_size: Annotated[int | None, typer.Option(min=1, help="examples a step (4)")] = None,
     lr: Annotated[float | None, typer.Option(min=0, help="learning rate (3e-4)")] = None,
-    max_length: Annotated[int | None, typer.Option(min=32, help="tokens (256)")] = None,
+    max_length: Annotated[
+        int | None, typer.Option(min=128, help="tokens (256; the instructions take ~100)")
+    ] = None,
     satisfaction_turns: Annotated[int | None, typer.Option(min=10, help="(1500)")] = None,
     eval_per_domain: Annotated[int | None, typer.Option(min=10, help="contexts (40)")] = None,
     eval_split: Annotated[str, typer.Option(help="test (reporting) or dev (tuning)")] = "test",
