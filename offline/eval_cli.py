@@ -17,7 +17,7 @@ import typer
 from offline.jobs_cli import ApiKey
 from offline.progress import ProgressDisplay
 
-eval_app = typer.Typer(help="Measure judges against human judgments.")
+eval_app = typer.Typer(help="Measure judges against human judgments.", rich_markup_mode=None)
 
 
 @eval_app.command("judge")

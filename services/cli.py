@@ -31,8 +31,10 @@ APPS = {
     "simulator": "services.simulator.app:create_app",
 }
 
-app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
-db_app = typer.Typer(help="Database migrations (Alembic).")
+app = typer.Typer(
+    help="Plaudit: reward and judge services for RL post-training.", rich_markup_mode=None
+)
+db_app = typer.Typer(help="Database migrations (Alembic).", rich_markup_mode=None)
 app.add_typer(db_app, name="db")
 app.add_typer(data_app, name="data")
 app.add_typer(eval_app, name="eval")

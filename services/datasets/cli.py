@@ -13,7 +13,9 @@ from services.datasets import registry
 if TYPE_CHECKING:
     from services.datasets.store import Verdict
 
-data_app = typer.Typer(help="Public datasets by name: list, fetch (download or --from), verify.")
+data_app = typer.Typer(
+    help="Public datasets by name: list, fetch (download or --from), verify.", rich_markup_mode=None
+)
 
 NameArg = Annotated[str, typer.Argument(help=f"one of: {', '.join(registry.DATASETS)}")]
 

@@ -21,7 +21,9 @@ import typer
 
 from offline.jobs_cli import ApiKey
 
-karma_app = typer.Typer(help="KARMA: a reward model of how replies were valued (karma).")
+karma_app = typer.Typer(
+    help="KARMA: a reward model of how replies were valued (karma).", rich_markup_mode=None
+)
 
 
 def _settings() -> tuple[Path, Path]:

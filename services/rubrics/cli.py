@@ -19,7 +19,9 @@ import typer
 
 from offline.jobs_cli import ApiKey
 
-rubrics_app = typer.Typer(help="Rubrics: synthesize instances from documents, export them.")
+rubrics_app = typer.Typer(
+    help="Rubrics: synthesize instances from documents, export them.", rich_markup_mode=None
+)
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:

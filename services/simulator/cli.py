@@ -20,7 +20,9 @@ import typer
 
 from offline.jobs_cli import ApiKey
 
-simulator_app = typer.Typer(help="The user simulator: calibrate it to real users, measure it.")
+simulator_app = typer.Typer(
+    help="The user simulator: calibrate it to real users, measure it.", rich_markup_mode=None
+)
 
 DataOption = Annotated[
     list[str] | None,
