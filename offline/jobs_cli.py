@@ -14,7 +14,7 @@ from offline.progress import ProgressDisplay
 from trainer_client import PlauditClient
 from trainer_client.errors import PlauditError
 
-jobs_app = typer.Typer(help="Follow and control a server's jobs.")
+jobs_app = typer.Typer(help="Follow and control a server's jobs.", rich_markup_mode=None)
 
 Server = Annotated[
     str, typer.Option(envvar="PLAUDIT_URL", help="the server's URL (env PLAUDIT_URL)")

@@ -13,6 +13,7 @@ import typer
 import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
+from services.datasets.cli import data_app
 from services.karma.cli import karma_app
 from services.rubrics.cli import rubrics_app
 from services.simulator.cli import simulator_app
@@ -30,9 +31,12 @@ APPS = {
     "simulator": "services.simulator.app:create_app",
 }
 
-app = typer.Typer(help="Plaudit: reward and judge services for RL post-training.")
-db_app = typer.Typer(help="Database migrations (Alembic).")
+app = typer.Typer(
+    help="Plaudit: reward and judge services for RL post-training.", rich_markup_mode=None
+)
+db_app = typer.Typer(help="Database migrations (Alembic).", rich_markup_mode=None)
 app.add_typer(db_app, name="db")
+app.add_typer(data_app, name="data")
 app.add_typer(eval_app, name="eval")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(karma_app, name="karma")
@@ -121,6 +125,20 @@ def db_upgrade(
     typer.echo(f"database at {revision}")
 
 
+@db_app.command("wait")
+def db_wait(
+    timeout: Annotated[float, typer.Option(min=0, help="seconds to wait at most")] = 300.0,
+) -> None:
+    """Wait until the configured database is migrated to head (for init containers)."""
+    from services.core import db
+
+    problem = asyncio.run(db.wait_for_head(_settings().resolved_database_url, timeout))
+    if problem is not None:
+        typer.echo(f"error: the database is not migrated after {timeout:g} s: {problem}", err=True)
+        raise typer.Exit(1)
+    typer.echo("database at head")
+
+
 @db_app.command("downgrade")
 def db_downgrade(
     revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
@@ -147,9 +165,11 @@ def worker(
         )
         raise typer.Exit(2)
     from services.core.context import configure_logging
+    from services.core.settings_check import warn_unknown
     from services.jobs.worker import run_worker
 
     configure_logging(settings.log_level)
+    warn_unknown()
     asyncio.run(run_worker(settings, burst=burst))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 from fastapi import Request
@@ -19,6 +20,7 @@ from starlette.requests import HTTPConnection
 from services.core.context import OPEN, Principal, principal_var
 from services.core.errors import Forbidden, InvalidInput, PlauditError, Unauthorized
 from services.core.settings import Scope, Settings, is_loopback
+from services.core.settings_check import warn_unknown
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,13 @@ def check_bind_allowed(settings: Settings, host: str) -> None:
             '(for example \'{"my-secret-key": ["reward", "admin"]}\') or bind to 127.0.0.1',
             param="host",
         )
+    if placeholder_keys(settings):
+        raise InvalidInput(
+            f"refusing to listen on {host!r}: {len(placeholder_keys(settings))} API key(s) look "
+            "like placeholders from an example (change-me..., replace-with..., <...>); set "
+            "PLAUDIT_API_KEYS to long random keys (e.g. `openssl rand -hex 24`)",
+            param="api_keys",
+        )
     if short_keys(settings):
         raise InvalidInput(
             f"refusing to listen on {host!r}: {len(short_keys(settings))} API key(s) are "
@@ -44,6 +53,19 @@ def check_bind_allowed(settings: Settings, host: str) -> None:
             "(PLAUDIT_SECURITY_MIN_KEY_CHARS); use long random keys",
             param="api_keys",
         )
+
+
+#: What the keys of examples and templates look like (issue 21: ``change-me-trainer-key`` passed
+#: the length check, so a server started on 0.0.0.0 with the example's key unchanged).
+PLACEHOLDER = re.compile(
+    r"change.?me|replace.?(with|me)|placeholder|your.?(api.?)?key|<[^>]*>|example|^x{4,}|todo",
+    re.IGNORECASE,
+)
+
+
+def placeholder_keys(settings: Settings) -> list[str]:
+    """The configured keys that look like an example's placeholder."""
+    return [k for k in settings.api_keys if PLACEHOLDER.search(k)]
 
 
 def short_keys(settings: Settings) -> list[str]:
@@ -55,6 +77,7 @@ def check_startup(settings: Settings) -> None:
     """Run in the app's lifespan, so every way of starting the app is covered (not only the
     ``plaudit`` command): refuses a non-loopback ``host`` without keys, warns of short keys."""
     check_bind_allowed(settings, settings.host)
+    warn_unknown()
     if short_keys(settings):
         log.warning(
             "%d API key(s) are shorter than %d characters: they are accepted from loopback "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -53,6 +55,42 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str) -> None:
     command.downgrade(alembic_config(url), revision)
+
+
+def head_revisions(url: str) -> set[str]:
+    """The revisions the packaged migrations end at."""
+    return set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+
+
+async def current_revisions(url: str) -> set[str]:
+    """The revisions the database is at (empty: never migrated); raises when unreachable."""
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            heads = await conn.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_heads()
+            )
+    finally:
+        await engine.dispose()
+    return set(heads)
+
+
+async def wait_for_head(url: str, timeout_s: float, every_s: float = 2.0) -> str | None:
+    """Poll until the database is at the migrations' head; None when it is, else what it was
+    last (a deployment's API and worker wait for the migration job with this: issue 21)."""
+    wanted = head_revisions(url)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            found = await current_revisions(url)
+            state = f"at {', '.join(sorted(found)) or 'no revision'}, want {', '.join(wanted)}"
+        except Exception as exc:  # unreachable or not yet created: keep waiting
+            found, state = set(), f"unreachable ({type(exc).__name__})"
+        if found == wanted:
+            return None
+        if asyncio.get_running_loop().time() >= deadline:
+            return state
+        await asyncio.sleep(every_s)
 
 
 async def upgrade_async(url: str) -> None:

@@ -66,6 +66,15 @@ class Settings(BaseSettings):
     model_cache_dir: Path | None = Field(
         default=None, description="converted model caches (default data_dir/models)"
     )
+    datasets_dir: Path | None = Field(
+        default=None,
+        description="where `plaudit data fetch` puts datasets (default data_dir/datasets)",
+    )
+    shared_data_dir: Path | None = Field(
+        default=None,
+        description="a folder of prepared dataset copies (<dir>/<name>), read for a dataset "
+        "that was not fetched",
+    )
     auto_migrate: bool = Field(
         default=True, description="run `plaudit db upgrade` at start-up (off in docker-compose)"
     )
@@ -136,6 +145,11 @@ class Settings(BaseSettings):
     def models_dir(self) -> Path:
         """Where converted model caches live (``model_cache_dir``, default data_dir/models)."""
         return self.model_cache_dir or self.data_dir / "models"
+
+    @property
+    def datasets_root(self) -> Path:
+        """Where fetched datasets live (``datasets_dir``, default data_dir/datasets)."""
+        return self.datasets_dir or self.data_dir / "datasets"
 
     @property
     def embedded(self) -> bool:

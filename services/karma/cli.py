@@ -15,19 +15,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from offline.jobs_cli import ApiKey
 
-if TYPE_CHECKING:
-    from services.karma.settings import KarmaSettings
+karma_app = typer.Typer(
+    help="KARMA: a reward model of how replies were valued (karma).", rich_markup_mode=None
+)
 
-karma_app = typer.Typer(help="KARMA: a reward model of how replies were valued (karma).")
 
-
-def _settings() -> KarmaSettings:
+def _settings() -> tuple[Path, Path]:
+    """The reddit_karma folder and the models folder, from settings."""
     try:
         from services.core.settings import get_settings
     except ImportError as exc:
@@ -35,7 +35,11 @@ def _settings() -> KarmaSettings:
             f"error: the training parts are not installed ({exc}); pip install 'plaudit[train]'"
         )
         raise typer.Exit(2) from exc
-    return get_settings().karma
+    from services.datasets.store import dataset_folder
+
+    settings = get_settings()
+    data_dir = dataset_folder(settings, "reddit_karma", settings.karma.data_dir)
+    return data_dir, settings.karma.models_dir
 
 
 @karma_app.command("train")
@@ -109,7 +113,7 @@ def train(
         _train_on_server(server, api_key, {**options, "name": name, "promote": promote})
         return
     config = _config(**options)
-    settings = _settings()
+    data_dir, models_dir = _settings()
     try:
         from services.karma.training import train_karma
     except ImportError as exc:
@@ -118,8 +122,8 @@ def train(
     try:
         result = train_karma(
             config,
-            data_dir=settings.data_dir,
-            models_dir=settings.models_dir,
+            data_dir=data_dir,
+            models_dir=models_dir,
             progress=_Printer(),
         )
     except InvalidInput as exc:
@@ -180,9 +184,9 @@ def evaluate_command(
     from services.karma.evaluation import EvalOptions, evaluate
     from services.karma.model import KarmaModel
 
-    settings = _settings()
+    data_dir, _ = _settings()
     try:
-        data = load_data(pairs, settings.data_dir)
+        data = load_data(pairs, data_dir)
         chosen = split or ("test" if pairs == "reddit_karma" else "all")
         if chosen != "all":
             data = data.split(chosen)

@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.core.errors import InvalidInput
+from services.datasets.store import missing_hint
 
 SPLITS = ("train", "dev", "test")
 #: Metadata fields that reveal when a reply was posted; never shown in a pair test (see docs).
@@ -127,6 +128,11 @@ def prefers(a: float, b: float) -> bool:
 def load_data(source: str | Path, data_dir: Path) -> KarmaData:
     """``reddit_karma`` (the shared data in ``data_dir``), a folder in that format, or a JSONL."""
     path = data_dir if str(source) == "reddit_karma" else Path(source).expanduser()
+    if str(source) == "reddit_karma" and not path.is_dir():
+        raise KarmaDataError(
+            f"the reddit_karma dataset is not in {path}: {missing_hint('reddit_karma')}",
+            param="data",
+        )
     if path.is_dir():
         return load_reddit_karma(path)
     if not path.is_file():

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
 from services.core.settings import Settings
+from services.datasets.store import dataset_folder
 from services.karma.data import SHARED_FILES, KarmaDataError, load_data
 from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
@@ -40,7 +41,7 @@ def data_path(data: str, settings: Settings) -> Path:
     """Where ``data`` lives on this server: the shared folder for ``reddit_karma``, else a path
     (relative: under the data directory) inside one of the allowed folders."""
     if data == "reddit_karma":
-        return settings.karma.data_dir
+        return karma_dir(settings)
     path = Path(data).expanduser()
     path = (path if path.is_absolute() else settings.data_dir / path).resolve()
     roots = allowed_roots(settings)
@@ -54,8 +55,13 @@ def data_path(data: str, settings: Settings) -> Path:
     return path
 
 
+def karma_dir(settings: Settings) -> Path:
+    """The reddit_karma folder: PLAUDIT_KARMA_DATA_DIR, else the fetched dataset."""
+    return dataset_folder(settings, "reddit_karma", settings.karma.data_dir)
+
+
 def allowed_roots(settings: Settings) -> list[Path]:
-    roots = [settings.data_dir, settings.karma.data_dir, *settings.karma.data_roots]
+    roots = [settings.data_dir, karma_dir(settings), *settings.karma.data_roots]
     return [root.expanduser().resolve() for root in roots]
 
 
@@ -81,7 +87,7 @@ async def check_request(request: TrainRequest, settings: Settings) -> None:
 
 
 def _check_jsonl(path: Path, request: TrainRequest, settings: Settings) -> None:
-    data = load_data(path, settings.karma.data_dir)
+    data = load_data(path, karma_dir(settings))
     for split in ("train", request.eval_split):
         if not data.split(split).pairs:
             raise KarmaDataError(
@@ -110,7 +116,7 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
             result = await asyncio.to_thread(
                 _keeping_threads(train_karma),
                 config,
-                data_dir=settings.karma.data_dir,
+                data_dir=karma_dir(settings),
                 models_dir=work,
                 progress=reporter,
             )

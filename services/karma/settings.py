@@ -7,8 +7,6 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field
 
-from services.core.shared_data import shared_data_dir
-
 
 def default_models_dir() -> Path:
     """Trained KARMA models (``~/.cache/plaudit-karma/models`` on Linux)."""
@@ -18,9 +16,10 @@ def default_models_dir() -> Path:
 class KarmaSettings(BaseModel):
     """``PLAUDIT_KARMA_DATA_DIR``, ``PLAUDIT_KARMA_MODELS_DIR``, ``PLAUDIT_KARMA_MODEL``, ..."""
 
-    data_dir: Path = Field(
-        default_factory=lambda: shared_data_dir("reddit_karma"),
-        description="folder with threads/comments/pairs.jsonl.gz, used for --data reddit_karma",
+    data_dir: Path | None = Field(
+        default=None,
+        description="folder with threads/comments/pairs.jsonl.gz, used for --data reddit_karma "
+        "(default: the reddit_karma dataset, `plaudit data fetch reddit_karma`)",
     )
     models_dir: Path = Field(
         default_factory=default_models_dir, description="where `plaudit karma train` saves models"

@@ -88,6 +88,9 @@ class Reviser:
             await self._repo.set_revision(revision.id, state="failed", reason=f"{exc}"[:2000])
             raise
         await self._repo.set_revision(revision.id, **outcome)
+        # Issue 21: the job ended on the last stage it reached ("3/5 editing"); it ends at 5/5
+        # with the outcome, whichever stage decided it.
+        await _progress(ctx, 5, str(outcome["state"]))
         return {"revision_id": revision.id, "state": outcome["state"]}
 
     async def revise(self, revision: MemoryRevision, ctx: JobContext | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from services.core.schemas import INT32_MAX, Completions, Id, Prompt, StoredModel, StrictModel
-from services.rubrics.schemas import RUBRIC_REF, RubricOut
+from services.rubrics.schemas import RubricOut, RubricReference
 
 RecordKind = Literal["rollout_analysis", "step_summary", "rubric_update"]
 #: ``approving``: an admin's approval of a held revision is being applied (a moment).
@@ -182,7 +182,7 @@ class IngestGroup(StrictModel):
 class IngestRequest(StrictModel):
     """``POST /v1/memory/runs/{run_id}/steps/{step}``: groups a trainer scored elsewhere."""
 
-    rubric_id: str = Field(pattern=RUBRIC_REF, description="rb_... or rb_...@N (the version used)")
+    rubric_id: RubricReference = Field(description="rb_... or rb_...@N (the version used)")
     groups: list[IngestGroup] = Field(min_length=1, max_length=256)
     close: bool = Field(default=False, description="the step is complete: summarise it now")
 

@@ -29,10 +29,10 @@ from services.judge.service import prompt_text
 from services.rubrics import adaptive, aggregate
 from services.rubrics.prompts import load_template
 from services.rubrics.schemas import (
-    RUBRIC_REF,
     InlineRubric,
     RubricContent,
     RubricRef,
+    RubricReference,
     ScoreOptions,
     ScoreResponse,
 )
@@ -44,7 +44,7 @@ CHANNEL = "rubric"
 class RubricSpec(ChannelSpec, ScoreOptions):
     """Rubric rewards (``RubricsService``): value = the completion's rubric reward."""
 
-    rubric_id: str | None = Field(default=None, pattern=RUBRIC_REF)
+    rubric_id: RubricReference | None = None
     rubric: InlineRubric | None = None
     column: str = Field(
         default="rubric_id",

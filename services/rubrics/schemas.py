@@ -9,9 +9,10 @@ across versions, so a reworded criterion keeps its history. Limits that depend o
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from services.core.schemas import (
     INT32_MAX,
@@ -37,6 +38,22 @@ Aggregation = Literal["weighted", "focal"]
 
 CRITERION_ID = r"^c[1-9][0-9]{0,5}$"
 RUBRIC_REF = r"^rb_[0-9a-f]{1,40}(@[1-9][0-9]{0,8})?$"
+
+
+def _rubric_ref(value: str) -> str:
+    # Issue 21: pydantic's own message quoted the regex at the user.
+    if not re.fullmatch(RUBRIC_REF, value):
+        raise ValueError(
+            f"{value[:60]!r} is not a rubric reference: rb_ and hex digits (an id as the API "
+            "returns it), optionally @version, e.g. rb_3f2a or rb_3f2a@2"
+        )
+    return value
+
+
+#: ``rb_...`` or ``rb_...@N``, checked with a message in words; OpenAPI still shows the pattern.
+RubricReference = Annotated[
+    str, AfterValidator(_rubric_ref), Field(json_schema_extra={"pattern": RUBRIC_REF})
+]
 
 
 class CriterionIn(StoredModel):
@@ -211,7 +228,7 @@ class ScoreRequest(ScoreOptions, RunTag):
 
     prompt: Prompt | None = Field(default=None, description="default: the rubric's question")
     completions: Completions = Field(min_length=1)
-    rubric_id: str | None = Field(default=None, pattern=RUBRIC_REF, description="id or id@version")
+    rubric_id: RubricReference | None = Field(default=None, description="id or id@version")
     rubric: InlineRubric | None = None
     cache: bool = Field(default=True, description="use the judge cache")
 

@@ -190,8 +190,13 @@ class RubricsService:
         head = await self._repository.head(rubric_id)
         number = at or (head.current_version if head is not None else 0)
         found = None if head is None else await self._repository.version(head.id, number)
-        if head is None or found is None:
+        if head is None:
             raise InvalidInput(f"unknown rubric {ref!r}", param=param)
+        if found is None:
+            raise InvalidInput(
+                f"rubric {head.id} has no version {number} (versions 1 to {head.latest_version})",
+                param=param,
+            )
         content = _content_of(found)
         return RubricRef(id=head.id, version=found.version, name=content.name), content
 

@@ -78,5 +78,19 @@ async def rescore(
     if rewards is None:
         raise NotFound("this server does not run the rewards service", param="run_id")
     await rewards.check_spec(body.spec)
+    await _require_groups(service_of(request, RunsService), run_id, body.step)
     params = RescoreParams(**body.model_dump(), run_id=run_id, admin=caller.admin)
     return await accepted(request, caller, RESCORE, params, idempotency_key=key)
+
+
+async def _require_groups(runs: RunsService, run_id: str, step: int | None) -> None:
+    """404 when the run has no stored reward groups the caller may see (issue 21: an unknown
+    run was accepted and the job then 'succeeded' with 0 groups)."""
+    if (await runs.groups(run_id, step=None, service="rewards", limit=1, offset=0)).total == 0:
+        raise NotFound(f"no stored reward groups for run {run_id!r}", param="run_id")
+    if step is not None:
+        found = await runs.groups(run_id, step=step, service="rewards", limit=1, offset=0)
+        if found.total == 0:
+            raise NotFound(
+                f"run {run_id!r} has no stored reward groups at step {step}", param="step"
+            )

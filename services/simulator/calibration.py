@@ -51,6 +51,11 @@ Progress = Callable[[int, int, str], None]
 METRICS_FILE = "calibration.json"
 
 
+#: The simulator's system prompt and goal take 94-105 SmolLM2 tokens on the USS domains, so a
+#: shorter limit fits no example and the job failed late (issue 21).
+MIN_MAX_LENGTH = 128
+
+
 class CalibrationConfig(BaseModel):
     """Every option of a calibration (``POST /v1/simulator/calibrations``, the CLI)."""
 
@@ -65,7 +70,12 @@ class CalibrationConfig(BaseModel):
     learning_rate: float = Field(default=3e-4, gt=0, le=1)
     lora_rank: int = Field(default=8, ge=1, le=256)
     lora_alpha: int = Field(default=16, ge=1, le=1024)
-    max_length: int = Field(default=256, ge=32, le=8192, description="tokens per example")
+    max_length: int = Field(
+        default=256,
+        ge=MIN_MAX_LENGTH,
+        le=8192,
+        description="tokens per example (the simulator's instructions alone take about 100)",
+    )
     max_train_turns: int | None = Field(
         default=None, ge=1, description="user turns sampled for LoRA (default steps*batch)"
     )

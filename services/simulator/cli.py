@@ -20,7 +20,9 @@ import typer
 
 from offline.jobs_cli import ApiKey
 
-simulator_app = typer.Typer(help="The user simulator: calibrate it to real users, measure it.")
+simulator_app = typer.Typer(
+    help="The user simulator: calibrate it to real users, measure it.", rich_markup_mode=None
+)
 
 DataOption = Annotated[
     list[str] | None,
@@ -45,7 +47,9 @@ def calibrate_command(
     max_steps: Annotated[int | None, typer.Option(min=0, help="LoRA steps (40)")] = None,
     batch_size: Annotated[int | None, typer.Option(min=1, help="examples a step (4)")] = None,
     lr: Annotated[float | None, typer.Option(min=0, help="learning rate (3e-4)")] = None,
-    max_length: Annotated[int | None, typer.Option(min=32, help="tokens (256)")] = None,
+    max_length: Annotated[
+        int | None, typer.Option(min=128, help="tokens (256; the instructions take ~100)")
+    ] = None,
     satisfaction_turns: Annotated[int | None, typer.Option(min=10, help="(1500)")] = None,
     eval_per_domain: Annotated[int | None, typer.Option(min=10, help="contexts (40)")] = None,
     eval_split: Annotated[str, typer.Option(help="test (reporting) or dev (tuning)")] = "test",
@@ -92,7 +96,7 @@ def calibrate_command(
     from services.core.embedder import load_embedder
     from services.core.errors import InvalidInput
     from services.simulator.calibration import CalibrationConfig, calibrate
-    from services.simulator.jobs import base_model_dir
+    from services.simulator.jobs import base_model_dir, uss_dir
 
     settings = _settings()
     try:
@@ -107,7 +111,7 @@ def calibrate_command(
         result = calibrate(
             config,
             base_dir=base_model_dir(settings),
-            data_dir=settings.simulator.data_dir,
+            data_dir=uss_dir(settings),
             roots=settings.simulator.data_roots,
             out=folder,
             embed=load_embedder("bundled").embed,
@@ -163,7 +167,7 @@ def evaluate_command(
     from services.core.errors import InvalidInput
     from services.simulator import data as uss
     from services.simulator.calibration import CalibrationConfig, measure
-    from services.simulator.jobs import base_model_dir
+    from services.simulator.jobs import base_model_dir, uss_dir
     from services.simulator.model import ADAPTER_DIR
     from services.simulator.predictor import SatisfactionPredictor
 
@@ -181,9 +185,7 @@ def evaluate_command(
         seed=seed,
     )
     try:
-        dialogues = uss.load(
-            config.data, settings.simulator.data_dir, settings.simulator.data_roots
-        )
+        dialogues = uss.load(config.data, uss_dir(settings), settings.simulator.data_roots)
         if split == "train":
             dialogues = [d for d in dialogues if d.split == "train"]
             config = config.model_copy(update={"eval_split": "test"})

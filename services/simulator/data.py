@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core.errors import InvalidInput
+from services.datasets.store import missing_hint
 
 #: The shared USS files by their short name.
 SHARED_FILES = {"sgd": "sgd.jsonl.gz", "mwoz": "mwoz.jsonl.gz", "ccpe": "ccpe.jsonl.gz"}
@@ -154,7 +155,8 @@ def resolve_source(source: str, data_dir: Path, roots: Sequence[Path] = ()) -> P
         path = data_dir / SHARED_FILES[source]
         if not path.is_file():
             raise DialogueDataError(
-                f"the shared {source} dialogues are not on this server ({path} is missing)",
+                f"the {source} dialogues of the uss dataset are not on this server ({path} is "
+                f"missing): {missing_hint('uss')}",
                 param="data",
             )
         return path

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.settings import Settings
+from services.datasets.store import dataset_folder
 from services.karma.jobs import _keeping_threads, _Reporter
 from services.simulator.data import resolve_source
 from services.simulator.schemas import CalibrationRequest
@@ -28,10 +29,15 @@ from services.simulator.service import SimulatorService, headline
 CALIBRATE = "simulator.calibrate"
 
 
+def uss_dir(settings: Settings) -> Path:
+    """The USS dialogues folder: PLAUDIT_SIMULATOR_DATA_DIR, else the fetched uss dataset."""
+    return dataset_folder(settings, "uss", settings.simulator.data_dir)
+
+
 async def check_request(request: CalibrationRequest, settings: Settings) -> None:
     """Refuse at once data the job could not read."""
     for source in request.data:
-        resolve_source(source, settings.simulator.data_dir, settings.simulator.data_roots)
+        resolve_source(source, uss_dir(settings), settings.simulator.data_roots)
 
 
 def base_model_dir(settings: Settings) -> Path:
@@ -65,7 +71,7 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
                 _keeping_threads(calibrate),
                 request.config(),
                 base_dir=base,
-                data_dir=settings.simulator.data_dir,
+                data_dir=uss_dir(settings),
                 roots=settings.simulator.data_roots,
                 out=work,
                 embed=embed,

@@ -8,8 +8,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.shared_data import shared_data_dir
-
 
 class SimulatorSettings(BaseModel):
     """``PLAUDIT_SIMULATOR_BACKEND``, ``PLAUDIT_SIMULATOR_BASE_URL``, ..."""
@@ -27,9 +25,10 @@ class SimulatorSettings(BaseModel):
     )
     base_url: str | None = Field(default=None, description="openai: the server's URL with /v1")
     api_key: str | None = Field(default=None, description="openai: its key")
-    data_dir: Path = Field(
-        default_factory=lambda: shared_data_dir("uss"),
-        description="folder with sgd/mwoz/ccpe.jsonl.gz (USS format)",
+    data_dir: Path | None = Field(
+        default=None,
+        description="folder with sgd/mwoz/ccpe.jsonl.gz (USS format; default: the uss dataset, "
+        "`plaudit data fetch uss`)",
     )
     data_roots: list[Path] = Field(
         default_factory=list,

@@ -19,18 +19,13 @@ from services.judge.service import JudgeService
 from tests.conftest import assert_envelope
 from tests.jobs.conftest import Client, Runner, finished, started, wait_until
 from tests.judge_service.scripted import ScriptedBackend
+from tests.shared_data import reason, shared_copy
 
 pytestmark = pytest.mark.slow
 
-DEV = next(
-    (
-        p / "shared/data/mtbench_human/dev.jsonl"
-        for p in Path(__file__).resolve().parents
-        if (p / "shared/data/mtbench_human/dev.jsonl").exists()
-    ),
-    None,
-)
-needs_data = pytest.mark.skipif(DEV is None, reason="shared/data is not beside the repo")
+_COPY = shared_copy("mtbench_human", "dev.jsonl")
+DEV = _COPY / "dev.jsonl" if _COPY is not None else None
+needs_data = pytest.mark.skipif(DEV is None, reason=reason("mtbench_human"))
 
 
 def _rows() -> list[dict[str, Any]]:

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 from offline.progress import ProgressDisplay
 from services.cli import app
 from services.judge import evaluation as ev
+from tests.shared_data import reason, shared_copy
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "mtbench_human"
+DATA = shared_copy("mtbench_human", "dev.jsonl") or Path("missing")
 DEV = DATA / "dev.jsonl"
-needs_data = pytest.mark.skipif(not DEV.exists(), reason="../shared/data is not beside the repo")
+needs_data = pytest.mark.skipif(not DEV.exists(), reason=reason("mtbench_human"))
 
 
 def _vote(i: int, category: str, human: str, gpt4: str = "a") -> ev.Vote:

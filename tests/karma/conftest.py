@@ -15,6 +15,7 @@ from services.core.embedder import Embedder
 from services.core.settings import Scope, Settings
 from services.karma.settings import KarmaSettings
 from tests.karma.slice import SHARED, write_slice
+from tests.shared_data import reason
 
 KEYS = {"trainer-key": [Scope.reward], "root-key": [Scope.reward, Scope.admin]}
 #: A training run that finishes in seconds on two cores: a few dozen pairs, short inputs.
@@ -31,7 +32,7 @@ TINY = {
     "threads": 1,
 }
 
-needs_shared = pytest.mark.skipif(SHARED is None, reason="shared/data is not beside the repo")
+needs_shared = pytest.mark.skipif(SHARED is None, reason=reason("reddit_karma"))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A small slice of the shared reddit_karma data, in its own format, for serving tests.
+"""A small slice of the local reddit_karma copy (tests/shared_data.py), in its own format.
 
 The first threads (in file order) of each split that have sibling pairs, until each split has
 enough pairs; threads, comments and pairs of those threads only, written gzipped like the
@@ -12,14 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-SHARED = next(
-    (
-        p / "shared/data/reddit_karma"
-        for p in Path(__file__).resolve().parents
-        if (p / "shared/data/reddit_karma/pairs.jsonl.gz").exists()
-    ),
-    None,
-)
+from tests.shared_data import shared_copy
+
+SHARED = shared_copy("reddit_karma", "pairs.jsonl.gz")
 
 
 def _read(path: Path) -> Any:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from scipy.stats import spearmanr
 
-from services.core.shared_data import shared_data_dir
 from services.karma.data import KarmaData, Pair, Reply, load_reddit_karma
 from services.karma.evaluation import (
     EvalOptions,
@@ -20,8 +20,9 @@ from services.karma.evaluation import (
     within_thread_spearman,
 )
 from services.karma.features import KarmaInput
+from tests.shared_data import reason, shared_copy
 
-SHARED_DATA_DIR = shared_data_dir("reddit_karma")
+SHARED_DATA_DIR = shared_copy("reddit_karma", "pairs.jsonl.gz") or Path("missing")
 
 
 def test_pair_accuracy_counts_a_tie_half() -> None:
@@ -117,7 +118,7 @@ def test_length_baseline_is_computed_from_the_texts() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED_DATA_DIR.is_dir(), reason="the shared reddit_karma data is absent")
+@pytest.mark.skipif(not SHARED_DATA_DIR.is_dir(), reason=reason("reddit_karma"))
 def test_shared_test_pairs_length_baseline_matches_the_readme() -> None:
     data = load_reddit_karma(SHARED_DATA_DIR)
     assert (len(data.replies), len(data.pairs)) == (350_280, 51_812)

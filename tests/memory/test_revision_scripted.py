@@ -39,6 +39,9 @@ async def test_an_edit_is_applied_then_its_undo_is_held(memory_app: Make) -> Non
         assert reword["accepted"] and reword["before"]["text"] == "Mentions the boiling point"
         assert not anchor["accepted"] and "anchor" in anchor["reason"]
         assert first["rationale"] == "scripted edit 0"
+        # Issue 21: the job ended showing "3/5 editing"; it ends at 5/5 with the outcome.
+        progress = (await admin.get(f"/v1/jobs/{first['job_id']}")).json()["progress"]
+        assert (progress["done"], progress["total"], progress["stage"]) == (5, 5, "applied")
         assert llm.analyst_calls == 2, "the analyst read two rollouts"
         assert "Step 1:" in llm.prompts[0], "the editor saw the step summary"
 
@@ -62,6 +65,8 @@ async def test_an_edit_is_applied_then_its_undo_is_held(memory_app: Make) -> Non
         assert second["state"] == "held", second
         assert second["reason"].startswith("undoes a recent edit: rewords c2 back")
         assert second["to_version"] is None
+        progress = (await admin.get(f"/v1/jobs/{second['job_id']}")).json()["progress"]
+        assert (progress["done"], progress["total"], progress["stage"]) == (5, 5, "held")
         assert (await admin.get(f"/v1/rubrics/{rubric_id}")).json()["version"] == 2
         assert second["detail"]["proposed_criteria"][1]["text"] == "Mentions the boiling point"
         assert "Rubric v1 -> v2" in llm.prompts[1], "the editor saw the earlier update"

@@ -92,7 +92,8 @@ def test_compose_commands_are_real_cli_commands() -> None:
             assert argv[2] in APPS, f"{name}: unknown service {argv[2]}"
             served.add(argv[2])
             assert "/health/ready" in " ".join(spec["healthcheck"]["test"]), name
-    assert served == set(APPS), "every servable service has a container"
+    # Issue 21: the gateway serves every service; one container per service only loaded models.
+    assert served == {"all"} and "all" in APPS
     for broken in (["serve", "all", "--no-such-flag"], ["db", "upgrad"], ["serve", "--port", "x"]):
         with pytest.raises(Exception) as info:
             _parse(typer.main.get_command(app), broken)

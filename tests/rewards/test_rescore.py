@@ -126,3 +126,13 @@ async def test_groups_stored_without_texts_are_skipped(
         result = (await _finished(client, started.headers["location"]))["result"]
         assert result["skipped_without_texts"] == 2 and result["rescored"] == 0
         assert result["mean_spearman"] is None
+
+
+async def test_rescoring_an_unknown_run_is_404_not_an_empty_job(client: httpx.AsyncClient) -> None:
+    """Issue 21: an unknown run was 202 and then 'succeeded' with 0 groups."""
+    await _store_run(client, "known-run")
+    response = await client.post("/v1/runs/no-such-run/rescore", json={"spec": JUDGE})
+    assert_envelope(response, 404, "run_id")
+    assert "no-such-run" in response.json()["error"]["message"]
+    response = await client.post("/v1/runs/known-run/rescore", json={"spec": JUDGE, "step": 9})
+    assert_envelope(response, 404, "step")

@@ -74,3 +74,23 @@ def test_bad_format_is_refused(tmp_path: Path) -> None:
         cli, ["rubrics", "export", "--job", "x", "--format", "csv", "--out", str(tmp_path / "o")]
     )
     assert outcome.exit_code == 2 and "trl, verl or openrlhf" in outcome.output
+
+
+def test_exporting_a_job_that_kept_nothing_fails_and_writes_nothing(
+    scripted_services: None, tmp_path: Path
+) -> None:
+    """Issue 21: it wrote a 0-byte file and exited 0."""
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text(json.dumps({"id": "stub", "text": "Paris is a city. It is large."}))
+    runner = CliRunner()
+    made = runner.invoke(cli, ["rubrics", "synthesize", "--documents", str(documents)])
+    assert made.exit_code == 0, made.output
+    result = json.loads(made.stdout)
+    assert result["kept"] == 0
+    out = tmp_path / "export.jsonl"
+    exported = runner.invoke(
+        cli, ["rubrics", "export", "--job", result["job_id"], "--out", str(out)]
+    )
+    assert exported.exit_code == 1, exported.output
+    assert f"job {result['job_id']} kept no instances" in exported.output
+    assert not out.exists()

@@ -22,20 +22,11 @@ from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.settings import Settings
 from tests.conftest import assert_envelope
+from tests.shared_data import reason, shared_copy
 from tests.simulator.policy_server import policy_app, serving
 
-SHARED = next(
-    (
-        p / "shared/data/uss"
-        for p in Path(__file__).resolve().parents
-        if (p / "shared/data/uss/sgd.jsonl.gz").exists()
-    ),
-    None,
-)
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(SHARED is None, reason="shared/data/uss is not beside the repo"),
-]
+SHARED = shared_copy("uss", "sgd.jsonl.gz")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(SHARED is None, reason=reason("uss"))]
 KEYS = {"trainer-key": ["reward"], "root-key": ["reward", "admin"]}
 TINY = {
     "data": ["sgd", "ccpe"],

@@ -14,11 +14,12 @@ import pytest
 from services.app import create_app
 from services.core.settings import Settings
 from services.simulator.settings import SimulatorSettings
+from tests.shared_data import reason
 from tests.simulator.test_calibration_job import GOAL, SHARED, write_slice
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(SHARED is None, reason="shared/data/uss is not beside the repo"),
+    pytest.mark.skipif(SHARED is None, reason=reason("uss")),
 ]
 
 ARGS = ["--data", "sgd", "--max-steps", "2", "--batch-size", "2", "--max-length", "160"]

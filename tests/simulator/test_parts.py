@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from scipy.stats import wasserstein_distance
 
-from services.core.shared_data import shared_data_dir
 from services.simulator import data as uss
 from services.simulator.predictor import SatisfactionPredictor, fit
 from services.simulator.prompting import (
@@ -22,11 +21,12 @@ from services.simulator.prompting import (
     simulator_messages,
 )
 from services.simulator.realism import classifier_accuracy, distinct_n, question_rate, wasserstein_1
+from tests.shared_data import reason, shared_copy
 
-SHARED_USS_DIR = shared_data_dir("uss")
+SHARED_USS_DIR = shared_copy("uss", "sgd.jsonl.gz") or Path("missing")
 
 needs_shared = pytest.mark.skipif(
-    not (SHARED_USS_DIR / "sgd.jsonl.gz").is_file(), reason="shared USS data is not here"
+    not (SHARED_USS_DIR / "sgd.jsonl.gz").is_file(), reason=reason("uss")
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from services.core.components import Component
 from services.core.resources import Resources
+from services.datasets.store import locate
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rubrics.app import component as rubrics_component
@@ -31,6 +32,7 @@ def component() -> Component:
             resources.embedder.embed,
             judge.cached_judge,
             resources.settings.rubrics,
+            wikipedia_dir=locate(resources.settings, "wikipedia"),
         )
         jobs.register(resources.job_registry, service, resources.loaded)
         return service

