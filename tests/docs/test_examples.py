@@ -50,16 +50,19 @@ RUNNABLE = [example for example in ALL if example.skip is None]
 pytestmark = pytest.mark.slow
 
 
+_SHARED: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     root = tmp_path_factory.mktemp("examples")
+    _SHARED.update(PLAUDIT_DATA_DIR=str(root / "data"))
     env = {
-        **os.environ,
-        "PLAUDIT_DATA_DIR": str(root / "data"),
+        **{k: v for k, v in os.environ.items() if not k.startswith("PLAUDIT_")},
+        **_SHARED,
         "PLAUDIT_JUDGE_FENCE_SECRET": "docs-examples",
         "PLAUDIT_MEMORY_REVISE_EVERY": "2",
     }
-    env.pop("PLAUDIT_API_KEYS", None)
     with serving("all", root, env, within=600) as url:
         yield url, root
 
@@ -104,7 +107,9 @@ def _run(script: str, page: str, root: Path) -> str:
         f"export -p | grep -v -E ' (BASHOPTS|BASH_VERSINFO|EUID|PPID|SHELLOPTS|UID)=' > {state}\n"
     )
     bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    # The commands share the server's data folder, as on one machine: a dataset that an example
+    # fetches with `plaudit data fetch` is there for the server's jobs.
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **_SHARED}
     done = subprocess.run(
         ["bash", "-c", wrapped], capture_output=True, text=True, env=env, cwd=root, check=False
     )
