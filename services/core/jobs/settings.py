@@ -35,6 +35,15 @@ class JobsSettings(BaseModel):
         description="a cancelled job that reaches no cancellation point (progress report) "
         "within this long has its task cancelled",
     )
+    redis_retry_min_s: float = Field(
+        default=0.5,
+        gt=0,
+        description="a worker that lost Redis first waits about this long before it tries "
+        "again; each failed try doubles the wait",
+    )
+    redis_retry_max_s: float = Field(
+        default=30.0, gt=0, description="the longest wait of a worker between Redis tries"
+    )
     queue_name: str = Field(default="plaudit:jobs", description="the arq queue on Redis")
 
     @model_validator(mode="after")
