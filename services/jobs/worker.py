@@ -35,6 +35,7 @@ async def run_worker(settings: Settings, *, burst: bool = False) -> None:
     needs_embedder = any(c.needs_embedder for c in job_components())
     resources = await open_resources(settings, Metrics(), needs_embedder=needs_embedder)
     registry = build_job_services(resources)
+    await resources.jobs.start()
     resources.start_loading()
     runner = JobRunner(resources.jobs.store, registry, settings.jobs, role="worker")
     runner.start()
@@ -47,6 +48,7 @@ async def run_worker(settings: Settings, *, burst: bool = False) -> None:
     finally:
         with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
             await worker.close()
+        await resources.jobs.close()  # no more sweeps: this process's lease is about to lapse
         await runner.close()
         await resources.aclose()
 
