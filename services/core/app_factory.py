@@ -66,6 +66,7 @@ def build_app(
         )
         for component in components:
             resources.services.build(component, resources)
+        await resources.jobs.start()
         app.state.resources = resources
         resources.start_loading()
         resources.start_maintenance()

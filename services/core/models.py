@@ -168,6 +168,11 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    #: How many times a process started the job; a dead process's job is run again while
+    #: this is under jobs.max_attempts (issue 23).
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    #: What the job saved to resume from (JobContext.save_checkpoint); None until it saves.
+    checkpoint: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (
         Index("ix_jobs_owner_created", "owner", "created_at"),

@@ -137,8 +137,9 @@ async def open_resources(
     engine = db.make_engine(url)
     sessions = db.make_sessionmaker(engine)
     registry = job_registry or JobRegistry()
+    # Started by the caller once the components registered their job functions, since the
+    # first sweep may resume a dead process's job (issue 23).
     jobs = await make_job_queue(JobStore(sessions), registry, settings.jobs, settings.redis_url)
-    await jobs.start()
     resources = Resources(
         settings=settings,
         metrics=metrics,

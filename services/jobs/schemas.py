@@ -37,6 +37,10 @@ class JobOut(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     worker: str | None = Field(description="the process holding it (host:pid:role-token)")
+    attempts: int = Field(
+        description="how many times a process started it: more than 1 when a process died "
+        "(or stopped) while running it and it was run again from its last checkpoint"
+    )
     error: str | None
     params: dict[str, Any] | None = None
     result: Any = None

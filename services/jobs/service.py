@@ -31,6 +31,7 @@ def job_out(job: Job, *, full: bool = True) -> JobOut:
         started_at=as_utc(job.started_at) if job.started_at else None,
         finished_at=as_utc(job.finished_at) if job.finished_at else None,
         worker=job.worker,
+        attempts=job.attempts or 0,
         error=job.error,
         params=job.params if full else None,
         result=job.result if full else None,

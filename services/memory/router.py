@@ -16,6 +16,7 @@ from services.memory.repository import RecordFilter
 from services.memory.schemas import (
     IngestOut,
     IngestRequest,
+    IngestStatus,
     PauseOut,
     RecordKind,
     RecordOut,
@@ -48,6 +49,12 @@ def _service(request: Request) -> MemoryService:
 
 
 Service = Annotated[MemoryService, Depends(_service)]
+
+
+@router.get("/ingest", dependencies=Admin)
+async def ingest_status(service: Service) -> IngestStatus:
+    """This process's ingest queue: accepted, retried and dropped groups, with the reasons."""
+    return service.ingest_status()
 
 
 @router.get("/runs", dependencies=Admin)

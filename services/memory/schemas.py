@@ -11,13 +11,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from services.core.schemas import INT32_MAX, Completions, Id, Prompt, StoredModel, StrictModel
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.rubrics.schemas import RubricOut, RubricReference
 
 RecordKind = Literal["rollout_analysis", "step_summary", "rubric_update"]
 #: ``approving``: an admin's approval of a held revision is being applied (a moment).
 RevisionState = Literal["queued", "running", "applied", "held", "approving", "rejected", "failed"]
-CriterionKey = Annotated[str, Field(min_length=1, max_length=20)]
+CriterionKey = Annotated[str, Field(min_length=1, max_length=20, pattern=NO_NUL_PATTERN)]
 Probability = Annotated[float, Field(ge=0, le=1)]
+#: Issue 23: a reward the step statistics can square and sum without overflowing (1e308
+#: did, and its step was never summarised).
+MAX_REWARD = 1e9
+Reward = Annotated[float, Field(ge=-MAX_REWARD, le=MAX_REWARD, allow_inf_nan=False)]
 
 
 class Flag(BaseModel):
@@ -168,7 +173,7 @@ class IngestGroup(StrictModel):
 
     prompt: Prompt
     completions: Completions = Field(min_length=1)
-    rewards: list[float | None]
+    rewards: list[Reward | None]
     verdicts: list[dict[CriterionKey, Probability | None]]
 
     @model_validator(mode="after")
@@ -176,6 +181,16 @@ class IngestGroup(StrictModel):
         g = len(self.completions)
         if len(self.rewards) != g or len(self.verdicts) != g:
             raise ValueError(f"rewards and verdicts need one entry per completion ({g})")
+        return self
+
+    @model_validator(mode="after")
+    def _storable(self) -> IngestGroup:
+        """Refused before the 202 (issue 23): Postgres cannot store NUL in text, and a group
+        accepted and then refused by the database would be dropped after the answer."""
+        prompt = [self.prompt] if isinstance(self.prompt, str) else self.prompt
+        texts = [p if isinstance(p, str) else p.content for p in prompt]
+        if any("\x00" in t for t in [*texts, *(c.text for c in self.completions)]):
+            raise ValueError("the prompt and completions must not contain NUL (\\u0000)")
         return self
 
 
@@ -192,3 +207,21 @@ class IngestOut(BaseModel):
     step: int
     accepted: int
     dropped: int
+
+
+class IngestStatus(BaseModel):
+    """``GET /v1/memory/ingest``: what this process's ingest queue took, retried and dropped.
+
+    Example: ``{"accepted": 120, "retried": 1, "dropped": 2, "dropped_by_reason":
+    {"queue_full": 2}, "last_drop": null, "depth": 0}``
+    """
+
+    accepted: int = Field(description="groups queued since the process started")
+    retried: int = Field(description="transient storage failures that were retried")
+    dropped: int = Field(description="groups that were never stored (dropped_total)")
+    dropped_by_reason: dict[str, int] = Field(
+        description="queue_full (the queue was full; the answer said dropped) or store_failed "
+        "(storing failed after retries)"
+    )
+    last_drop: str | None = Field(description="why the latest store_failed group failed")
+    depth: int = Field(description="groups waiting now")

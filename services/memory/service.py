@@ -34,6 +34,7 @@ from services.memory.schemas import (
     CurvePoint,
     IngestOut,
     IngestRequest,
+    IngestStatus,
     PauseOut,
     RecordOut,
     RevisionOut,
@@ -111,6 +112,17 @@ class MemoryService:
 
     async def drained(self) -> None:
         await self.queue.drained()
+
+    def ingest_status(self) -> IngestStatus:
+        queue = self.queue
+        return IngestStatus(
+            accepted=queue.accepted,
+            retried=queue.retried,
+            dropped=queue.dropped,
+            dropped_by_reason=dict(queue.drops),
+            last_drop=queue.last_drop,
+            depth=queue.depth,
+        )
 
     async def aclose(self) -> None:
         await self.queue.aclose()

@@ -59,12 +59,12 @@ class StepStats:
         return {
             "groups": self.groups,
             "completions": self.completions,
-            "reward_mean": self.reward_mean,
-            "reward_std": self.reward_std,
+            "reward_mean": _finite(self.reward_mean),
+            "reward_std": _finite(self.reward_std),
             "pass_rates": self.pass_rates,
             "saturated": self.saturated,
             "non_separating": self.non_separating,
-            "length_corr": self.length_corr,
+            "length_corr": _finite(self.length_corr),
         }
 
 
@@ -77,7 +77,25 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
     mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    if math.isfinite(mean) and math.isfinite(std):
+        return mean, std
+    return _scaled_mean_std(values)
+
+
+def _scaled_mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Issue 23: rewards near 1e308 overflow the sums (the step was never summarised); the
+    same statistics over values scaled into [-1, 1], None where even they do not fit."""
+    scale = max(abs(v) for v in values)
+    if not math.isfinite(scale) or scale == 0:
+        return None, None
+    mean, std = mean_std([v / scale for v in values])
+    assert mean is not None and std is not None
+    return _finite(mean * scale), _finite(std * scale)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -92,8 +110,8 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     my, sy = mean_std(ys)
     if not sx or not sy or mx is None or my is None:
         return None
-    cov = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / len(xs)
-    return round(cov / (sx * sy), 12)
+    cov = sum((x - mx) / sx * ((y - my) / sy) for x, y in zip(xs, ys, strict=True)) / len(xs)
+    return round(cov, 12) if math.isfinite(cov) else None
 
 
 def pass_rates(

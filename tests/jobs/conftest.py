@@ -2,7 +2,7 @@
 ``plaudit worker`` process (Postgres), with the same tests for both.
 
 The worker subprocess is started once per module and loads the real SmolLM2 judge, so the
-evaluation job it runs measures a real model. Settings are short (heartbeat 0.2 s, lease 2 s)
+evaluation job it runs measures a real model. Settings are short (heartbeat 0.2 s, lease 5 s)
 so that cancellation and recovery show within seconds.
 """
 
@@ -37,7 +37,9 @@ KEYS = {
     "root-key": [Scope.reward, Scope.admin],
 }
 ALICE, BOB, ROOT = (key_owner(k) for k in ("alice-key", "bob-key", "root-key"))
-FAST_JOBS = {"heartbeat_s": 0.2, "lease_s": 2.0, "concurrency": 1, "sweep_interval_s": 60.0}
+#: The lease is many heartbeats long: on a loaded CI box a live process that stalls for a
+#: moment must not lose its jobs to another one (a dead one is noticed by pid at once).
+FAST_JOBS = {"heartbeat_s": 0.2, "lease_s": 5.0, "concurrency": 1, "sweep_interval_s": 60.0}
 #: One judge fence secret for the test process and every worker it starts, so a worker renders
 #: the same judge prompts (same boundary codes) as the test does (issue 9's fences).
 FENCE_SECRET = "jobs-tests-fence-secret"

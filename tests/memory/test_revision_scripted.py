@@ -145,7 +145,7 @@ async def test_a_full_queue_drops_and_counts_without_failing_scoring(
         dropped = [memory_stamp(d)["dropped"] for d in answers]
         assert dropped[:2] == [False, False] and dropped[2:] == [True, True]
         metrics = app.state.resources.metrics.render().decode()
-        assert "plaudit_memory_ingest_dropped_total 2.0" in metrics
+        assert 'plaudit_memory_ingest_dropped_total{reason="queue_full"} 2.0' in metrics
         release.set()
         await memory.drained()
         assert len(handled) == 2

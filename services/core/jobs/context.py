@@ -20,21 +20,42 @@ class JobContext:
     ::
 
         async def count(ctx: JobContext, params: dict[str, Any]) -> dict[str, int]:
-            for i in range(params["n"]):
+            start = ctx.checkpoint or 0  # where a retried job resumes
+            for i in range(start, params["n"]):
                 await ctx.progress(i + 1, params["n"], "counting")  # a cancellation point
+                await ctx.save_checkpoint(i + 1)
             return {"counted": params["n"]}
     """
 
     def __init__(
-        self, job_id: str, kind: str, owner: str | None, worker: str, store: JobStore
+        self,
+        job_id: str,
+        kind: str,
+        owner: str | None,
+        worker: str,
+        store: JobStore,
+        *,
+        attempt: int = 1,
+        checkpoint: Any = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
         self.owner = owner
         self.worker = worker
         """The process running the job (``host:pid:role-token``)."""
+        self.attempt = attempt
+        """1 on the first run; more when a dead process's job runs again (issue 23)."""
+        self.checkpoint = checkpoint
+        """What an earlier attempt saved with :meth:`save_checkpoint` (None: start afresh)."""
         self._store = store
         self.cancel_requested = False
+
+    async def save_checkpoint(self, checkpoint: Any) -> None:
+        """Keep ``checkpoint`` (JSON) in the record: a retry after this process dies starts
+        from it, as :attr:`checkpoint`. Save only what is complete (stored results, a finished
+        epoch), since a retry skips what the checkpoint says is done."""
+        await asyncio.shield(self._store.save_checkpoint(self.job_id, self.worker, checkpoint))
+        self.checkpoint = checkpoint
 
     async def progress(self, done: int, total: int | None = None, stage: str | None = None) -> None:
         """Record progress (``total`` and ``stage`` kept when None); raises JobCancelled when

@@ -2,7 +2,8 @@
 
 Both queues write a ``queued`` record first and hand out that record; the runner that picks
 the job up claims it (``queued`` -> ``running``), so a job cancelled while it waited never
-starts, and a job is never run twice.
+starts, and no two processes run a job at once. A job whose process died is queued again
+(:mod:`services.core.jobs.sweeper`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class InProcessJobQueue:
     def __init__(self, store: JobStore, registry: JobRegistry, settings: JobsSettings) -> None:
         self._registry = registry
         self._runner = JobRunner(store, registry, settings, role="inprocess")
-        self._sweeper = Sweeper(store, settings)
+        self._sweeper = Sweeper(store, settings, resume=self._resume)
         self._limit = asyncio.Semaphore(settings.concurrency)
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
@@ -68,10 +69,24 @@ class InProcessJobQueue:
     ) -> Job:
         self._registry.get(kind)
         job = await self.store.create(kind, params, owner=owner, worker=self._runner.worker)
-        task = asyncio.create_task(self._run(job.id), name=f"job {job.id}")
-        self._tasks[job.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(job.id, None))
+        self._spawn(job.id)
         return job
+
+    def _spawn(self, job_id: str) -> None:
+        task = asyncio.create_task(self._run(job_id), name=f"job {job_id}")
+        self._tasks[job_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(job_id, None))
+
+    async def _resume(self, job: Job, reason: str) -> bool:
+        """A dead process's job (this server's predecessor's, or another server's on the
+        same database) runs here, from its checkpoint; one of a kind this process does not
+        run is left for a process that does."""
+        if job.kind not in self._registry:
+            return False
+        if not await self.store.requeue(job, reason, worker=self._runner.worker):
+            return False
+        self._spawn(job.id)
+        return True
 
     async def _run(self, job_id: str) -> None:
         async with self._limit:
@@ -93,13 +108,15 @@ class InProcessJobQueue:
         self._runner.start()
 
     async def close(self) -> None:
+        """Stop; running jobs are handed back and, like those still waiting, stay queued
+        for the next start (or another server on the same database) to resume."""
         await self._sweeper.close()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._runner.close()
-        await self.store.fail_held_by(self._runner.worker, "the server stopped before it ran")
+        self._runner.retire()  # a later start in this process (tests) resumes them at once
 
 
 class ArqJobQueue:
@@ -112,7 +129,7 @@ class ArqJobQueue:
         self._store = store
         self._registry = registry
         self._settings = settings
-        self._sweeper = Sweeper(store, settings, lost=self._lost)
+        self._sweeper = Sweeper(store, settings, resume=self._resume, lost=self._lost)
 
     @classmethod
     async def connect(
@@ -133,9 +150,7 @@ class ArqJobQueue:
         self._registry.get(kind)
         job = await self._store.create(kind, params, owner=owner)
         try:
-            await self._pool.enqueue_job(
-                ARQ_FUNCTION, job.id, _job_id=job.id, _queue_name=self._settings.queue_name
-            )
+            await self._enqueue(job.id, arq_id(job.id, 0))
         except (RedisError, OSError) as exc:
             await self._store.fail_abandoned(job, f"could not be queued: {exc}")
             raise BackendUnavailable("the job queue (Redis) is unreachable", retry_after=5) from exc
@@ -153,10 +168,34 @@ class ArqJobQueue:
         await self._sweeper.close()
         await self._pool.aclose()
 
+    async def _enqueue(self, job_id: str, queued_as: str) -> None:
+        await self._pool.enqueue_job(
+            ARQ_FUNCTION, job_id, _job_id=queued_as, _queue_name=self._settings.queue_name
+        )
+
+    async def _resume(self, job: Job, reason: str) -> bool:
+        """Queue a dead worker's job (or one Redis lost) again, under a new arq id: the dead
+        worker's in-progress mark would keep the old one from running for hours."""
+        if not await self._store.requeue(job, reason, worker=None):
+            return False
+        if job.attempts > 0:
+            old = arq_id(job.id, job.attempts - 1)
+            await self._pool.zrem(self._settings.queue_name, old)
+            await self._pool.delete(job_key_prefix + old, in_progress_key_prefix + old)
+        await self._enqueue(job.id, arq_id(job.id, job.attempts))
+        return True
+
     async def _lost(self, job: Job) -> str | None:
         # The job's definition (or its in-progress mark) is on Redis whatever queue it is on.
-        keys = (job_key_prefix + job.id, in_progress_key_prefix + job.id)
+        queued_as = arq_id(job.id, job.attempts)
+        keys = (job_key_prefix + queued_as, in_progress_key_prefix + queued_as)
         return None if await self._pool.exists(*keys) else "it is no longer on the Redis queue"
+
+
+def arq_id(job_id: str, attempts: int) -> str:
+    """The arq job id of a record that has started ``attempts`` times: each retry is a new
+    arq job (issue 23), since arq will not queue an id it still holds."""
+    return job_id if attempts == 0 else f"{job_id}.{attempts}"
 
 
 def make_worker(
@@ -170,7 +209,7 @@ def make_worker(
     """An arq worker that runs every queued job through ``runner``.
 
     arq's own retries and results are off: the record is the result, and a job whose worker
-    died is failed by the sweeper rather than run a second time.
+    died is queued again by a sweeper (:mod:`services.core.jobs.sweeper`), under a new arq id.
     """
 
     async def run(ctx: dict[str, Any], job_id: str) -> None:

@@ -69,6 +69,11 @@ class JobRunner:
         """Start renewing leases every ``heartbeat_s``."""
         self._heartbeat = asyncio.create_task(self._beat(), name=f"jobs-heartbeat {self.worker}")
 
+    def retire(self) -> None:
+        """From now on a sweep in this process treats this runner's jobs as a dead process's
+        (and resumes them at once): call once its queue's sweeper is stopped."""
+        _OWN_WORKERS.discard(self.worker)
+
     async def close(self) -> None:
         if self._heartbeat is not None:
             self._heartbeat.cancel()
@@ -80,7 +85,15 @@ class JobRunner:
         if job is None:
             log.info("job %s is no longer queued; not run", job_id)
             return
-        ctx = JobContext(job.id, job.kind, job.owner, self.worker, self._store)
+        ctx = JobContext(
+            job.id,
+            job.kind,
+            job.owner,
+            self.worker,
+            self._store,
+            attempt=job.attempts,
+            checkpoint=job.checkpoint,
+        )
         if job.kind not in self._registry:
             await self._finish(ctx, "failed", error=f"this process has no job {job.kind!r}")
             return
@@ -131,7 +144,7 @@ class JobRunner:
             await self._finish(ctx, "cancelled", error="cancelled while running")
         except asyncio.CancelledError:
             if not ctx.cancel_requested:  # the process is stopping, not a cancel request
-                await self._finish(ctx, "failed", error="the process stopped while the job ran")
+                await self._hand_back(ctx)
                 raise
             task.uncancel()
             await self._finish(ctx, "cancelled", error="cancelled while running")
@@ -154,12 +167,36 @@ class JobRunner:
         if not await asyncio.shield(write):
             log.warning("job %s was no longer ours to finish (%s)", ctx.job_id, state)
 
+    def _stop_cancelled_and_lost(self, before: set[str], held: dict[str, bool]) -> None:
+        """Stop the jobs someone cancelled, and those another process took over after this
+        one's lease lapsed (a stalled process): only one process runs a job to its end."""
+        for job_id in before:
+            running = self._running.get(job_id)
+            if running is None or running.finishing:
+                continue
+            if job_id not in held:
+                log.warning("job %s is no longer held by %s; stopping it here", job_id, self.worker)
+            if job_id not in held or held[job_id]:
+                self.cancel_local(job_id)
+
+    async def _hand_back(self, ctx: JobContext) -> None:
+        """The process is stopping: the job goes back to the queue for the next process
+        (issue 23: a stopped server's or worker's job is retried, not failed)."""
+        running = self._running.get(ctx.job_id)
+        if running is not None:
+            running.finishing = True
+        reason = f"the process running it ({self.worker}) stopped while the job ran"
+        write = self._store.interrupt(ctx.job_id, self.worker, reason)
+        if await asyncio.shield(write):
+            log.info("job %s handed back for a retry: this process is stopping", ctx.job_id)
+
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(self._settings.heartbeat_s)
             try:
-                for job_id in await self._store.renew(self.worker):
-                    self.cancel_local(job_id)
+                before = set(self._running)  # claimed before the renewal reads the rows
+                held = await self._store.renew(self.worker)
+                self._stop_cancelled_and_lost(before, held)
             except Exception:
                 log.warning("could not renew the leases of %s", self.worker, exc_info=True)
 

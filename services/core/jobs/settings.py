@@ -18,13 +18,23 @@ class JobsSettings(BaseModel):
         default=60.0,
         gt=0,
         description="a queued or running record whose lease is older than this belongs to a "
-        "dead process and is marked failed",
+        "dead process: it is run again (or failed after max_attempts); every process checks "
+        "the leases every heartbeat_s",
+    )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="how many times a job may start; a job whose process died (or stopped) is "
+        "run again, from its last checkpoint, until it has started this many times",
     )
     expire_after_s: float = Field(
         default=7 * 24 * 3600.0, gt=0, description="finished jobs are deleted after this long"
     )
     sweep_interval_s: float = Field(
-        default=300.0, gt=0, description="how often dead jobs are failed and old ones deleted"
+        default=300.0,
+        gt=0,
+        description="how often finished jobs older than expire_after_s are deleted",
     )
     timeout_s: float = Field(
         default=6 * 3600.0, gt=0, description="a job running longer than this fails"
@@ -34,6 +44,15 @@ class JobsSettings(BaseModel):
         ge=0,
         description="a cancelled job that reaches no cancellation point (progress report) "
         "within this long has its task cancelled",
+    )
+    redis_retry_min_s: float = Field(
+        default=0.5,
+        gt=0,
+        description="a worker that lost Redis first waits about this long before it tries "
+        "again; each failed try doubles the wait",
+    )
+    redis_retry_max_s: float = Field(
+        default=30.0, gt=0, description="the longest wait of a worker between Redis tries"
     )
     queue_name: str = Field(default="plaudit:jobs", description="the arq queue on Redis")
 

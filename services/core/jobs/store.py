@@ -53,6 +53,7 @@ class JobStore:
             owner=owner,
             params=dict(params),
             progress_done=0,
+            attempts=0,
             cancel_requested=False,
             worker=worker,
             heartbeat_at=now if worker else None,
@@ -97,7 +98,13 @@ class JobStore:
         claimed = await self._update(
             update(Job)
             .where(Job.id == job_id, Job.state == "queued")
-            .values(state="running", worker=worker, started_at=now, heartbeat_at=now)
+            .values(
+                state="running",
+                worker=worker,
+                started_at=now,
+                heartbeat_at=now,
+                attempts=Job.attempts + 1,
+            )
         )
         return await self.get(job_id) if claimed else None
 
@@ -129,6 +136,38 @@ class JobStore:
             .values(state=state, result=result, error=_clip(error), finished_at=utcnow())
         )
 
+    async def save_checkpoint(self, job_id: str, worker: str, checkpoint: Any) -> bool:
+        """Keep what the job needs to resume, if ``worker`` still holds the running job."""
+        return await self._update(
+            update(Job)
+            .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+            .values(checkpoint=checkpoint)
+        )
+
+    async def interrupt(self, job_id: str, worker: str, reason: str) -> bool:
+        """Hand a running job back (its process is stopping): ``queued`` again, still marked
+        with ``worker``, so that the next sweep after the process is gone resumes it."""
+        return await self._update(
+            update(Job)
+            .where(Job.id == job_id, Job.state == "running", Job.worker == worker)
+            .values(state="queued", error=_clip(reason))
+        )
+
+    async def requeue(self, job: Job, reason: str, *, worker: str | None) -> bool:
+        """Queue ``job`` again for ``worker`` (None: whichever worker takes it from Redis), if
+        it is still active and its lease has not moved since it was read; its checkpoint and
+        attempt count stay."""
+        return await self._update(
+            update(Job)
+            .where(Job.id == job.id, Job.state.in_(ACTIVE), _lease_unchanged(job))
+            .values(
+                state="queued",
+                worker=worker,
+                heartbeat_at=utcnow() if worker else None,
+                error=_clip(f"retrying: {reason}"),
+            )
+        )
+
     async def request_cancel(self, job_id: str) -> Job | None:
         """A queued job is cancelled now; a running one is flagged for its process to stop."""
         now = utcnow()
@@ -144,15 +183,16 @@ class JobStore:
         )
         return await self.get(job_id)
 
-    async def renew(self, worker: str) -> list[str]:
-        """Renew the lease of every job ``worker`` holds; returns its running jobs to cancel."""
+    async def renew(self, worker: str) -> dict[str, bool]:
+        """Renew the lease of every job ``worker`` holds; returns its running jobs, each with
+        whether someone asked to cancel it."""
         held = (Job.worker == worker, Job.state.in_(ACTIVE))
         await self._update(update(Job).where(*held).values(heartbeat_at=utcnow()))
         async with self._sessions() as session:
-            rows = await session.scalars(
-                select(Job.id).where(*held, Job.state == "running", Job.cancel_requested)
+            rows = await session.execute(
+                select(Job.id, Job.cancel_requested).where(*held, Job.state == "running")
             )
-            return list(rows.all())
+            return {job_id: bool(flag) for job_id, flag in rows.all()}
 
     async def fail_held_by(self, worker: str, reason: str) -> int:
         """Fail every job ``worker`` still holds (it is shutting down)."""
@@ -170,11 +210,9 @@ class JobStore:
 
     async def fail_abandoned(self, job: Job, reason: str) -> bool:
         """Fail ``job`` if it is still active and its lease has not moved since it was read."""
-        seen = job.heartbeat_at
-        unchanged = Job.heartbeat_at.is_(None) if seen is None else Job.heartbeat_at <= seen
         return await self._update(
             update(Job)
-            .where(Job.id == job.id, Job.state.in_(ACTIVE), unchanged)
+            .where(Job.id == job.id, Job.state.in_(ACTIVE), _lease_unchanged(job))
             .values(state="failed", error=_clip(reason), finished_at=utcnow())
         )
 
@@ -193,6 +231,11 @@ class JobStore:
         async with self._sessions() as session, session.begin():
             result = await session.execute(statement)
             return int(cast(CursorResult[Any], result).rowcount)
+
+
+def _lease_unchanged(job: Job) -> Any:
+    seen = job.heartbeat_at
+    return Job.heartbeat_at.is_(None) if seen is None else Job.heartbeat_at <= seen
 
 
 def _clip(error: str | None) -> str | None:

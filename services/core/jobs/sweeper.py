@@ -1,11 +1,13 @@
-"""Failing the jobs of dead processes and deleting expired records, at start-up and then
-every ``sweep_interval_s``.
+"""Resuming the jobs of dead processes and deleting expired records.
 
 A job is abandoned when the process holding it is gone: on this host its pid no longer
 exists (or belongs to a new process), anywhere its lease is older than ``lease_s``. The lease
-alone would do; the pid check lets a restarted server fail its predecessor's jobs at once
-instead of a lease later. Every process sweeps; the store's conditional updates make
-concurrent sweeps harmless.
+alone would do; the pid check lets a restarted server resume its predecessor's jobs at once
+instead of a lease later. Every process checks the leases every ``heartbeat_s`` (issue 23: a
+dead worker's job is noticed within a lease, not at the next 300 s sweep) and queues an
+abandoned job again, from its last checkpoint, until it has started ``max_attempts`` times;
+then it fails with the reason. Expired records are deleted every ``sweep_interval_s``. The
+store's conditional updates make concurrent sweeps harmless.
 """
 
 from __future__ import annotations
@@ -27,29 +29,38 @@ log = logging.getLogger(__name__)
 
 #: For queued jobs no process holds (arq): a reason when the queue has lost the job, else None.
 LostCheck = Callable[[Job], Awaitable[str | None]]
+#: Queue an abandoned job again (with the reason); False when another process got there first.
+Resume = Callable[[Job, str], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
 class SweepResult:
+    resumed: int
     failed: int
     deleted: int
 
 
 class Sweeper:
-    """Runs :meth:`sweep` now and then every ``sweep_interval_s`` until closed."""
+    """Recovers abandoned jobs now and every ``heartbeat_s``, and deletes expired records
+    every ``sweep_interval_s``, until closed."""
 
     def __init__(
-        self, store: JobStore, settings: JobsSettings, lost: LostCheck | None = None
+        self,
+        store: JobStore,
+        settings: JobsSettings,
+        resume: Resume,
+        lost: LostCheck | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
+        self._resume = resume
         self._lost = lost
         self._loop: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Sweep once (start-up recovery), then keep sweeping in the background."""
-        await self._sweep_logged()
-        self._loop = asyncio.create_task(self._every_interval(), name="jobs-sweeper")
+        await self._logged(self.sweep)
+        self._loop = asyncio.create_task(self._every_beat(), name="jobs-sweeper")
 
     async def close(self) -> None:
         if self._loop is not None:
@@ -57,16 +68,40 @@ class Sweeper:
             await asyncio.gather(self._loop, return_exceptions=True)
 
     async def sweep(self) -> SweepResult:
+        """Recover abandoned jobs and delete expired records."""
+        resumed, failed = await self.recover()
+        cutoff = utcnow() - timedelta(seconds=self._settings.expire_after_s)
+        deleted = await self._store.delete_finished_before(cutoff)
+        return SweepResult(resumed, failed, deleted)
+
+    async def recover(self) -> tuple[int, int]:
+        """Queue every abandoned job again, or fail it once it used its attempts; returns
+        (resumed, failed)."""
         now = utcnow()
-        failed = 0
+        resumed = failed = 0
         for job in await self._store.active():
             reason = self.abandoned(job, now) or await self._lost_from_queue(job, now)
-            if reason is not None and await self._store.fail_abandoned(job, reason):
-                log.warning("job %s (%s) failed: %s", job.id, job.kind, reason)
-                failed += 1
-        cutoff = now - timedelta(seconds=self._settings.expire_after_s)
-        deleted = await self._store.delete_finished_before(cutoff)
-        return SweepResult(failed, deleted)
+            if reason is None:
+                continue
+            if job.attempts >= self._settings.max_attempts:
+                failed += await self._fail(job, reason)
+            elif await self._resume(job, reason):
+                log.warning(
+                    "job %s (%s) queued again after %d attempts: %s",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                    reason,
+                )
+                resumed += 1
+        return resumed, failed
+
+    async def _fail(self, job: Job, reason: str) -> int:
+        why = f"{reason}; it started {job.attempts} times (jobs.max_attempts)"
+        if not await self._store.fail_abandoned(job, why):
+            return 0
+        log.warning("job %s (%s) failed: %s", job.id, job.kind, why)
+        return 1
 
     def abandoned(self, job: Job, now: datetime) -> str | None:
         """Why ``job``'s holder is dead, or None while it may be alive."""
@@ -88,21 +123,34 @@ class Sweeper:
             return None
         return await self._lost(job)
 
-    async def _sweep_logged(self) -> None:
+    async def _logged(self, step: Callable[[], Awaitable[SweepResult]]) -> None:
         try:
-            result = await self.sweep()
+            result = await step()
         except Exception:
             log.warning("the job sweep failed; retrying later", exc_info=True)
             return
-        if result.failed or result.deleted:
+        if result.resumed or result.failed or result.deleted:
             log.info(
-                "job sweep: %d abandoned failed, %d expired deleted", result.failed, result.deleted
+                "job sweep: %d abandoned queued again, %d failed, %d expired deleted",
+                result.resumed,
+                result.failed,
+                result.deleted,
             )
 
-    async def _every_interval(self) -> None:
+    async def _recover_only(self) -> SweepResult:
+        resumed, failed = await self.recover()
+        return SweepResult(resumed, failed, 0)
+
+    async def _every_beat(self) -> None:
+        since_sweep = 0.0
         while True:
-            await asyncio.sleep(self._settings.sweep_interval_s)
-            await self._sweep_logged()
+            await asyncio.sleep(self._settings.heartbeat_s)
+            since_sweep += self._settings.heartbeat_s
+            if since_sweep >= self._settings.sweep_interval_s:
+                since_sweep = 0.0
+                await self._logged(self.sweep)
+            else:
+                await self._logged(self._recover_only)
 
 
 def _gone_from_this_host(worker: str) -> bool:
