@@ -44,6 +44,7 @@ import psutil
 
 from bench.common import free_port, machine
 from bench.overhead import DIRECT, PLAUDIT, Phase, markdown, profile_shares, rows
+from bench.stub_openai import raise_open_files_limit
 
 JUDGES = {"instant": 0.0, "50ms": 50.0}
 ROUTES = {
@@ -102,9 +103,10 @@ class Target:
 
 @contextlib.contextmanager
 def started(cmd: list[str], env: dict[str, str], log: Path, ready_url: str) -> Iterator[int]:
-    """Run ``cmd`` until the block ends (SIGINT, then kill); wait until ``ready_url`` is 200."""
+    """Run ``cmd`` in ``log``'s folder until the block ends (SIGINT, then kill); wait until
+    ``ready_url`` answers 200."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_ready(ready_url, proc)
         yield proc.pid
@@ -135,10 +137,11 @@ def servers(args: argparse.Namespace, workdir: Path) -> Iterator[Target]:
     stub_port, port = free_port(), free_port()
     stub = f"http://127.0.0.1:{stub_port}"
     python = sys.executable
-    stub_cmd = [python, "-m", "bench.stub_openai", "--port", str(stub_port)]
+    stub_cmd = [python, str(Path(__file__).with_name("stub_openai.py")), "--port", str(stub_port)]
     with started(stub_cmd, dict(os.environ), workdir / "stub.log", f"{stub}/v1/models"):
         env = plaudit_env(args, stub, workdir)
-        cmd = [str(Path(python).with_name("plaudit")), "serve", "all", "--host", "127.0.0.1"]
+        cmd = [str(Path(python).with_name("plaudit")), "serve", args.service]
+        cmd += ["--host", "127.0.0.1"]
         cmd += ["--port", str(port), "--workers", str(args.workers)]
         if args.profile:
             spy = str(Path(python).with_name("py-spy"))
@@ -239,7 +242,10 @@ async def load(
             requests is not None and counts["next"] < requests
         ):
             counts["next"] += 1
-            ok = await send(counts["next"])
+            try:
+                ok = await send(counts["next"])
+            except (aiohttp.ClientError, TimeoutError):
+                ok = False
             counts["ok" if ok else "failed"] += 1
 
     await asyncio.gather(*(client() for _ in range(clients)))
@@ -254,7 +260,7 @@ async def measure(
     args: argparse.Namespace,
 ) -> Phase:
     judge, route, clients, mode = key
-    await load(send, clients, requests=clients * 2, seconds=0)  # warm up: connections, JIT paths
+    await load(send, clients, requests=min(clients, 16), seconds=0)  # warm up: connections
     calls_before = (await _stub_json(session, f"{target.stub}/_stats"))["calls"]
     cpu_before = target.cpu_seconds()
     ok, failed, elapsed = await load(send, clients, requests=args.requests, seconds=args.seconds)
@@ -266,7 +272,7 @@ async def measure(
 async def run(args: argparse.Namespace, target: Target) -> list[Phase]:
     """The whole matrix; each phase printed as a JSON line as soon as it is measured."""
     phases: list[Phase] = []
-    connector = aiohttp.TCPConnector(limit=0)
+    connector = aiohttp.TCPConnector(limit=args.connections)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for judge in args.judges:
@@ -309,15 +315,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--requests", type=int, default=None, help="per phase, instead of --seconds"
     )
     parser.add_argument("--repeat", type=int, default=1, help="the matrix, interleaved")
+    parser.add_argument(
+        "--service", default="all", help="plaudit serve SERVICE (judge: no rewards)"
+    )
     parser.add_argument("--workers", type=int, default=1, help="plaudit serve --workers")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for Plaudit")
     parser.add_argument("--profile", default=None, help="py-spy raw profile file")
+    parser.add_argument(
+        "--connections", type=int, default=1024, help="the load generator's connection cap"
+    )
     parser.add_argument("--out", default=None, help="JSON results file")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    raise_open_files_limit()
     with (
         tempfile.TemporaryDirectory(prefix="plaudit-overhead-") as tmp,
         servers(args, Path(tmp)) as target,

@@ -166,12 +166,24 @@ async def serve(host: str, port: int, delay_ms: float) -> None:
         await server.serve_forever()
 
 
+def raise_open_files_limit() -> None:
+    """Thousands of connections at once (64 clients x 56 calls): lift the soft fd limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(
+            resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard)
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--delay-ms", type=float, default=0.0)
     args = parser.parse_args()
+    raise_open_files_limit()
     try:
         import uvloop
 

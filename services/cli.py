@@ -106,6 +106,7 @@ def serve(
         workers=workers,
         log_level=settings.log_level.lower(),
         log_config=None,
+        access_log=False,  # plaudit.access logs one line per request (uvicorn's is a second)
     )
 
 
