@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -188,15 +189,19 @@ async def _stub_json(session: aiohttp.ClientSession, url: str, body: Any = None)
 Call = tuple[str, bytes]
 
 
-async def record_calls(session: aiohttp.ClientSession, target: Target, route: str) -> list[Call]:
+async def record_calls(
+    session: aiohttp.ClientSession, target: Target, route: str, index: int
+) -> list[Call]:
     """The upstream calls (path, body) of one Plaudit request to ``route``, as recorded by
     the stand-in."""
     await _stub_json(session, f"{target.stub}/_control", {"record": 10_000})
-    async with session.post(target.plaudit + ROUTES[route], json=request_body(route, -1)) as r:
+    async with session.post(target.plaudit + ROUTES[route], json=request_body(route, index)) as r:
         if r.status != 200:
             raise RuntimeError(f"{route}: {r.status} {await r.text()}")
     recorded = await _stub_json(session, f"{target.stub}/_recorded")
     await _stub_json(session, f"{target.stub}/_control", {"record": 0})
+    if not recorded:
+        raise RuntimeError(f"{route}: Plaudit made no upstream call (a cache hit?)")
     return [(call["path"], call["body"].encode()) for call in recorded]
 
 
@@ -217,11 +222,15 @@ def direct_sender(session: aiohttp.ClientSession, target: Target, calls: list[Ca
     return send
 
 
-def plaudit_sender(session: aiohttp.ClientSession, target: Target, route: str) -> Send:
+def plaudit_sender(
+    session: aiohttp.ClientSession, target: Target, route: str, indices: Iterator[int]
+) -> Send:
+    """Each request with texts never sent before in this run (``indices`` is run-wide), so
+    the rewards route's judge cache never hits."""
     url = target.plaudit + ROUTES[route]
 
-    async def send(index: int) -> bool:
-        async with session.post(url, json=request_body(route, index)) as response:
+    async def send(_: int) -> bool:
+        async with session.post(url, json=request_body(route, next(indices))) as response:
             await response.read()
             return response.status == 200
 
@@ -290,10 +299,11 @@ async def run_route(
 ) -> list[Phase]:
     """Direct then through Plaudit at every client count, ``repeat`` times over."""
     judge, route = judge_route
-    calls = await record_calls(session, target, route)
+    indices = args.indices
+    calls = await record_calls(session, target, route, next(indices))
     senders = {
         DIRECT: direct_sender(session, target, calls),
-        PLAUDIT: plaudit_sender(session, target, route),
+        PLAUDIT: plaudit_sender(session, target, route, indices),
     }
     phases = []
     for _ in range(args.repeat):
@@ -330,6 +340,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    args.indices = itertools.count(1)
     raise_open_files_limit()
     with (
         tempfile.TemporaryDirectory(prefix="plaudit-overhead-") as tmp,
@@ -339,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table = rows(phases)
     result = {
         "machine": machine(),
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "indices"},
         "phases": [asdict(p) for p in phases],
         "rows": [r.as_dict() for r in table],
     }

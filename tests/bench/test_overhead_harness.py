@@ -68,7 +68,7 @@ def test_a_tiny_real_run_reports_ratios_of_what_it_measured() -> None:
         assert row["cpu_ms_per_call"] == pytest.approx(
             1000 * through.cpu_s / through.upstream_calls
         )
-        assert through.cpu_s > 0 and direct.cpu_s == 0
+        assert through.cpu_s >= 0 and direct.cpu_s == 0  # CPU time ticks are 10 ms: may be 0
         # Direct replays exactly the calls Plaudit made: as many per request, both ways.
         assert direct.upstream_calls == through.upstream_calls
     calls = {row["route"]: row["calls_per_request"] for row in result["rows"]}
