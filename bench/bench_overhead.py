@@ -53,16 +53,21 @@ ROUTES = {
     "group": "/v1/judge/group",
     "rewards": "/v1/rewards/group",
 }
+# py-spy frames read "function (package/module.py:line)"; a sample goes to its leaf-most match.
 PROFILE_GROUPS = {
-    "http client (httpx/httpcore/anyio)": ["/httpx/", "/httpcore/", "/anyio/", "/h11/"],
-    "http client (aiohttp)": ["/aiohttp/", "/yarl/", "/multidict/"],
-    "logging": ["/logging/"],
-    "templates and fences": ["judges/templates", "judges/fencing"],
-    "pydantic": ["/pydantic"],
-    "starlette/fastapi/uvicorn": ["/starlette/", "/fastapi/", "/uvicorn/"],
-    "plaudit": ["/services/", "/judges/"],
-    "asyncio event loop": ["/asyncio/", "uvloop"],
+    "idle (waiting for I/O)": ["(selectors.py", "Runner.run (asyncio/runners.py"],
+    "http client (httpx/httpcore/anyio/h11)": ["(httpx/", "(httpcore/", "(anyio/", "(h11/"],
+    "http client (aiohttp)": ["(aiohttp/", "(yarl/", "(multidict/"],
+    "logging": ["(logging/"],
+    "json": ["(json/"],
+    "templates and fences": ["(judges/templates", "(judges/fencing"],
+    "pydantic": ["(pydantic"],
+    "starlette/fastapi/uvicorn": ["(starlette/", "(fastapi/", "(uvicorn/"],
+    "plaudit (other)": ["(services/", "(judges/"],
+    "asyncio event loop": ["(asyncio/", "(uvloop"],
 }
+# The event loop's thread (uvicorn's asyncio.run), without the imports of start-up.
+PROFILE_FILTER: dict[str, Any] = {"within": "(asyncio/runners.py", "skip": ["importlib"]}
 SENTENCE = (
     "The answer explains the steps one by one, checks the arithmetic, and names the unit "
     "of the result so that a reader can follow it. "
@@ -231,7 +236,9 @@ def plaudit_sender(
 
     async def send(_: int) -> bool:
         async with session.post(url, json=request_body(route, next(indices))) as response:
-            await response.read()
+            body = await response.read()
+            if response.status != 200:
+                print(f"{route}: HTTP {response.status} {body[:300]!r}", file=sys.stderr)
             return response.status == 200
 
     return send
@@ -253,7 +260,8 @@ async def load(
             counts["next"] += 1
             try:
                 ok = await send(counts["next"])
-            except (aiohttp.ClientError, TimeoutError):
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                print(f"request failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 ok = False
             counts["ok" if ok else "failed"] += 1
 
@@ -357,7 +365,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(markdown(table))
     if args.profile:
         with open(args.profile) as f:
-            result["profile"] = profile_shares(f, PROFILE_GROUPS)
+            result["profile"] = profile_shares(f, PROFILE_GROUPS, **PROFILE_FILTER)
         print(json.dumps(result["profile"], indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

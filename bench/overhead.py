@@ -115,18 +115,27 @@ def markdown(table: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def profile_shares(collapsed: Iterable[str], groups: dict[str, Sequence[str]]) -> dict[str, float]:
+def profile_shares(
+    collapsed: Iterable[str],
+    groups: dict[str, Sequence[str]],
+    *,
+    within: str = "",
+    skip: Sequence[str] = (),
+) -> dict[str, float]:
     """Share of samples per group from py-spy's ``--format raw`` (collapsed stacks).
 
-    Each line is ``root;...;leaf count``. A sample goes to the group of its leaf-most frame
-    that holds one of the group's markers (so JSON encoding called by httpx counts as
-    httpx); a stack with no marked frame is ``other``.
+    Each line is ``root;...;leaf count``. Only stacks that contain ``within`` (the event
+    loop's thread) and none of ``skip`` (imports at start-up) count. A sample goes to the
+    group of its leaf-most frame that holds one of the group's markers (so JSON encoding
+    called by httpx counts as httpx); a stack with no marked frame is ``other``.
     """
     counts: dict[str, int] = defaultdict(int)
     total = 0
     for line in collapsed:
         stack, _, number = line.rstrip().rpartition(" ")
-        if not stack or not number.isdigit():
+        if not stack or not number.isdigit() or within not in stack:
+            continue
+        if any(mark in stack for mark in skip):
             continue
         total += int(number)
         counts[_group_of(stack.split(";"), groups)] += int(number)

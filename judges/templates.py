@@ -139,15 +139,9 @@ class PromptTemplate:
     @property
     def variables(self) -> frozenset[str]:
         """Placeholders the template uses (``k`` included for graded templates)."""
-        names = set(_compiled(self.system).get_identifiers())
-        names |= set(_compiled(self.user).get_identifiers())
-        if self.choices == GRADES:
-            names.add("k")
-        if self.boundary:
-            names.discard(BOUNDARY)
-        if self.labels:
-            names -= set(LABELS)
-        return frozenset(names)
+        return _variables(
+            self.system, self.user, self.choices == GRADES, self.boundary, self.labels
+        )
 
     def render(self, fence_code: str | None = None, /, **values: Any) -> RenderedPrompt:
         """Fill the placeholders; every variable without a default is required.
@@ -334,6 +328,21 @@ def _fence_tags(tag: str, boundary: bool) -> tuple[str, str]:
     if boundary:
         return f"<<{tag} ${BOUNDARY}>>", f"<</{tag} ${BOUNDARY}>>"
     return f"<{tag}>", f"</{tag}>"
+
+
+@functools.lru_cache(maxsize=256)
+def _variables(
+    system: str, user: str, graded: bool, boundary: bool, labels: bool
+) -> frozenset[str]:
+    """A template's placeholders, found once (every render checks its values against them)."""
+    names = set(_compiled(system).get_identifiers()) | set(_compiled(user).get_identifiers())
+    if graded:
+        names.add("k")
+    if boundary:
+        names.discard(BOUNDARY)
+    if labels:
+        names -= set(LABELS)
+    return frozenset(names)
 
 
 @functools.lru_cache(maxsize=256)
