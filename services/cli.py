@@ -114,7 +114,8 @@ def serve(
 def _share_between_workers(settings: Settings, service: str) -> str:
     """Ready ``--workers N``: the worker processes share the judge cache and limits through
     Redis, so they must render the same judge prompts (one fence secret, drawn here when
-    unset); each worker configures its own logging. Returns the factory the workers run."""
+    unset); the database is migrated here, once; each worker configures its own logging.
+    Returns the factory the workers run."""
     import os
     import secrets
 
@@ -127,6 +128,11 @@ def _share_between_workers(settings: Settings, service: str) -> str:
         raise typer.Exit(2)
     if settings.judge.fence_secret is None:
         os.environ["PLAUDIT_JUDGE_FENCE_SECRET"] = secrets.token_hex(32)
+    if settings.auto_migrate:  # once, here: workers migrating one database at once can fail
+        from services.core import db
+
+        db.upgrade(settings.resolved_database_url)
+        os.environ["PLAUDIT_AUTO_MIGRATE"] = "false"
     from services.core import worker_app
 
     os.environ[worker_app.FACTORY_VAR] = APPS[service]

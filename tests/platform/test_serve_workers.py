@@ -1,4 +1,5 @@
-"""``plaudit serve --workers 2``: two processes, one judge cache on Redis (issue 19).
+"""``plaudit serve --workers 2``: two processes, one judge cache on Redis (issue 19), one
+embedded SQLite database migrated once by ``serve`` rather than by each worker at once.
 
 The judge is the stand-in OpenAI server (tests/judges/openai_standin.py, in this process). A
 pairwise request is judged once (two upstream calls, one per order); the same request sent
@@ -68,6 +69,9 @@ def _check_shared_cache(tmp_path: Path, settings: Settings, stand_in: StandIn) -
         PLAUDIT_JUDGE_MODEL=MODEL,
     )
     del env["PLAUDIT_JUDGE_FENCE_SECRET"]  # serve --workers must give both workers one
+    # The embedded SQLite file, which serve --workers must migrate once, not once per worker.
+    for name in ("PLAUDIT_DATABASE_URL", "PLAUDIT_AUTO_MIGRATE"):
+        env.pop(name, None)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = ["serve", "judge", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
@@ -83,6 +87,7 @@ def _check_shared_cache(tmp_path: Path, settings: Settings, stand_in: StandIn) -
     lines = log.read_text().splitlines()
     assert sum("plaudit.access" in line and "/v1/judge/pairwise 200" in line for line in lines) > 1
     assert not any("uvicorn.access" in line for line in lines)
+    assert not any("services.core.resources" in line and "migrating" in line for line in lines)
     # A worker that never called the judge (no miss) answered from the cache the other filled.
     assert any(r.get("miss", 0) == 0 and r.get("hit", 0) > 0 for r in readings), readings
     assert any(r.get("miss", 0) > 0 for r in readings), readings
