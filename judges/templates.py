@@ -31,7 +31,7 @@ import importlib.resources
 import re
 import string
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -139,15 +139,9 @@ class PromptTemplate:
     @property
     def variables(self) -> frozenset[str]:
         """Placeholders the template uses (``k`` included for graded templates)."""
-        names = set(string.Template(self.system).get_identifiers())
-        names |= set(string.Template(self.user).get_identifiers())
-        if self.choices == GRADES:
-            names.add("k")
-        if self.boundary:
-            names.discard(BOUNDARY)
-        if self.labels:
-            names -= set(LABELS)
-        return frozenset(names)
+        return _variables(
+            self.system, self.user, self.choices == GRADES, self.boundary, self.labels
+        )
 
     def render(self, fence_code: str | None = None, /, **values: Any) -> RenderedPrompt:
         """Fill the placeholders; every variable without a default is required.
@@ -159,6 +153,25 @@ class PromptTemplate:
         with two letters the code chooses.
         Raises :class:`TemplateError` for a missing, unknown or ill-typed value.
         """
+        return self._render(fence_code, values, {})
+
+    def render_many(
+        self, fence_code: str | None, rows: Sequence[Mapping[str, Any]], **shared: Any
+    ) -> list[RenderedPrompt]:
+        """:meth:`render` for each row of values (plus ``shared``), neutralising each distinct
+        value once: a G=8 round robin in both orders is 56 prompts over 9 texts (issue 19).
+
+        >>> t = load_template("pairwise@1")
+        >>> [p.candidates for p in t.render_many(None, [{"response_a": "4", "response_b": "5"}],
+        ...                                       question="2+2?")]
+        [('A', 'B')]
+        """
+        memo: dict[tuple[str, str], str] = {}
+        return [self._render(fence_code, {**shared, **row}, memo) for row in rows]
+
+    def _render(
+        self, fence_code: str | None, values: Mapping[str, Any], memo: dict[tuple[str, str], str]
+    ) -> RenderedPrompt:
         merged = {**self.defaults, **values}
         missing = sorted(self.variables - merged.keys())
         unknown = sorted(merged.keys() - self.variables)
@@ -173,33 +186,39 @@ class PromptTemplate:
             code = fence_code or boundary_code(
                 process_secret(), self.ref, texts.get("question", "")
             )
-            text_values = {
-                key: neutralise(text, self.fences, code, untrusted=key in self.untrusted)
-                for key, text in texts.items()
-            }
+            text_values = {key: self._fenced(key, text, code, memo) for key, text in texts.items()}
             text_values[BOUNDARY] = code
             if self.labels:
                 candidates = slot_labels(code)
                 text_values.update(zip(LABELS, candidates, strict=True))
         else:
             text_values = {key: self._defuse(text) for key, text in texts.items()}
-        messages: list[ChatMessage] = []
-        if self.system:
-            messages.append(
-                {"role": "system", "content": string.Template(self.system).substitute(text_values)}
-            )
-        messages.append(
-            {"role": "user", "content": string.Template(self.user).substitute(text_values)}
-        )
         return RenderedPrompt(
             self.ref,
-            tuple(messages),
+            self._messages(text_values),
             candidates,
             self.assistant_prefix,
             self.parser,
             self.verdict_prefix,
             code,
         )
+
+    def _fenced(self, key: str, text: str, code: str, memo: dict[tuple[str, str], str]) -> str:
+        """``text`` neutralised for slot ``key`` (once per distinct text and trust)."""
+        untrusted = key in self.untrusted
+        slot = (("u:" if untrusted else "t:") + code, text)
+        if slot not in memo:
+            memo[slot] = neutralise(text, self.fences, code, untrusted=untrusted)
+        return memo[slot]
+
+    def _messages(self, text_values: Mapping[str, str]) -> tuple[ChatMessage, ...]:
+        messages: list[ChatMessage] = []
+        if self.system:
+            messages.append(
+                {"role": "system", "content": _compiled(self.system).substitute(text_values)}
+            )
+        messages.append({"role": "user", "content": _compiled(self.user).substitute(text_values)})
+        return tuple(messages)
 
     def _candidates(self, values: Mapping[str, Any]) -> tuple[str, ...]:
         if isinstance(self.choices, tuple):
@@ -309,6 +328,27 @@ def _fence_tags(tag: str, boundary: bool) -> tuple[str, str]:
     if boundary:
         return f"<<{tag} ${BOUNDARY}>>", f"<</{tag} ${BOUNDARY}>>"
     return f"<{tag}>", f"</{tag}>"
+
+
+@functools.lru_cache(maxsize=256)
+def _variables(
+    system: str, user: str, graded: bool, boundary: bool, labels: bool
+) -> frozenset[str]:
+    """A template's placeholders, found once (every render checks its values against them)."""
+    names = set(_compiled(system).get_identifiers()) | set(_compiled(user).get_identifiers())
+    if graded:
+        names.add("k")
+    if boundary:
+        names.discard(BOUNDARY)
+    if labels:
+        names -= set(LABELS)
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str) -> string.Template:
+    """A template string, parsed once (templates are few and never change)."""
+    return string.Template(text)
 
 
 def _as_text(key: str, value: Any) -> str:

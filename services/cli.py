@@ -97,20 +97,50 @@ def serve(
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
     configure_logging(settings.log_level)
+    factory = APPS[service] if workers == 1 else _share_between_workers(settings, service)
     import uvicorn
 
     typer.echo(
         f"plaudit {services.__version__}: serving {service} on http://{bind_host}:{bind_port}"
     )
     uvicorn.run(
-        APPS[service],
+        factory,
         factory=True,
         host=bind_host,
         port=bind_port,
         workers=workers,
         log_level=settings.log_level.lower(),
         log_config=None,
+        access_log=False,  # plaudit.access logs one line per request (uvicorn's is a second)
     )
+
+
+def _share_between_workers(settings: Settings, service: str) -> str:
+    """Ready ``--workers N``: the worker processes share the judge cache and limits through
+    Redis, so they must render the same judge prompts (one fence secret, drawn here when
+    unset); the database is migrated here, once; each worker configures its own logging.
+    Returns the factory the workers run."""
+    import os
+    import secrets
+
+    if not settings.redis_url:
+        typer.echo(
+            "error: --workers above 1 needs PLAUDIT_REDIS_URL: the workers share the judge "
+            "cache, limits and job queue through Redis (the embedded stand-ins are per process)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if settings.judge.fence_secret is None:
+        os.environ["PLAUDIT_JUDGE_FENCE_SECRET"] = secrets.token_hex(32)
+    if settings.auto_migrate:  # once, here: workers migrating one database at once can fail
+        from services.core import db
+
+        db.upgrade(settings.resolved_database_url)
+        os.environ["PLAUDIT_AUTO_MIGRATE"] = "false"
+    from services.core import worker_app
+
+    os.environ[worker_app.FACTORY_VAR] = APPS[service]
+    return "services.core.worker_app:create_app"
 
 
 @db_app.command("upgrade")

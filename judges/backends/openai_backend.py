@@ -41,8 +41,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-import httpx
-
 from judges.backends.base import (
     BackendInfo,
     ChatMessage,
@@ -54,6 +52,14 @@ from judges.backends.base import (
     ItemStatus,
     validate_choice,
     validate_generate,
+)
+from judges.backends.http_transport import (
+    HttpClient,
+    HttpReply,
+    HttpTransport,
+    TransportFailure,
+    TransportTimeout,
+    make_transport,
 )
 from judges.lifecycle import READY, Readiness
 from judges.limits import (
@@ -84,7 +90,8 @@ class OpenAIConfig:
 
     ``base_url`` is the OpenAI root with ``/v1``, as for the OpenAI SDK. ``timeout_s``
     bounds each HTTP attempt; ``max_concurrency`` sizes the default in-process limiter;
-    ``extra_body`` is merged into every request body (``chat_template_kwargs``, ...).
+    ``extra_body`` is merged into every request body (``chat_template_kwargs``, ...);
+    ``http_client`` picks the HTTP library (:mod:`judges.backends.http_transport`).
     Example: ``OpenAIConfig("http://vllm:8000/v1", model="Qwen/Qwen2.5-7B-Instruct")``.
     """
 
@@ -97,8 +104,9 @@ class OpenAIConfig:
     top_logprobs: int = 20
     verdict_max_tokens: int = 32
     prefill: bool = True
-    max_concurrency: int = 16
+    max_concurrency: int = 256
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    http_client: HttpClient = "aiohttp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +130,8 @@ class OpenAIBackend:
     ``limiter`` defaults to an in-process one with ``config.max_concurrency`` slots; a
     ``limiter`` passed in is the caller's to close unless ``owns_limiter`` hands it over (a
     :class:`~judges.limits.RedisLimiter` built for this backend holds a Redis connection);
-    a ``client`` passed in is the caller's to close; ``sleep`` and ``rng`` drive the backoff.
+    a ``transport`` passed in is the caller's to close; ``sleep`` and ``rng`` drive the
+    backoff.
     """
 
     def __init__(
@@ -131,7 +140,7 @@ class OpenAIBackend:
         *,
         limiter: Limiter | None = None,
         owns_limiter: bool = False,
-        client: httpx.AsyncClient | None = None,
+        transport: HttpTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -140,13 +149,10 @@ class OpenAIBackend:
         self.config = config
         self._limiter = limiter or InProcessLimiter(max_concurrency=config.max_concurrency)
         self._owns_limiter = owns_limiter or limiter is None
-        self._owns_client = client is None
+        self._owns_transport = transport is None
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        self._client = client or httpx.AsyncClient(
-            base_url=config.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(config.timeout_s, pool=None),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        self._transport = transport or make_transport(
+            config.http_client, config.base_url, headers=headers, timeout_s=config.timeout_s
         )
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -182,10 +188,11 @@ class OpenAIBackend:
 
     async def _served_models(self) -> list[str]:
         try:
-            response = await self._client.get("models")
-            response.raise_for_status()
+            response = await self._transport.get("models")
+            if response.status_code >= 400:
+                raise ValueError(f"HTTP {response.status_code}")
             served = [str(m["id"]) for m in response.json().get("data", [])]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (TransportFailure, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RuntimeError(
                 f"could not list the models of {self.config.base_url}: {exc}"
             ) from exc
@@ -212,8 +219,8 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         """Close the HTTP client and the limiter if they are the backend's."""
         self._closed = True
-        if self._owns_client:
-            await self._client.aclose()
+        if self._owns_transport:
+            await self._transport.aclose()
         if self._owns_limiter:
             await self._limiter.aclose()
 
@@ -336,20 +343,18 @@ class OpenAIBackend:
 
     async def _attempt(self, body: dict[str, Any]) -> _Reply:
         try:
-            # httpx bounds each phase; asyncio.timeout bounds the whole attempt.
+            # The transport bounds the call; asyncio.timeout bounds the whole attempt.
             async with self._limiter.acquire(), asyncio.timeout(self.config.timeout_s):
-                response = await self._client.post(_CHAT, json=body)
-        except (httpx.TimeoutException, TimeoutError) as exc:
+                response = await self._transport.post_json(_CHAT, body)
+        except (TransportTimeout, TimeoutError) as exc:
             why = f"{type(exc).__name__}: no answer within {self.config.timeout_s}s"
             return _Reply(status="timeout", error=why, retryable=True)
-        except (httpx.TransportError, LimiterUnavailable) as exc:
+        except (TransportFailure, LimiterUnavailable) as exc:
             return _Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
-        except httpx.HTTPError as exc:
-            return _Reply(status="error", error=f"{type(exc).__name__}: {exc}")
         return _reply_from(response)
 
 
-def _reply_from(response: httpx.Response) -> _Reply:
+def _reply_from(response: HttpReply) -> _Reply:
     code = response.status_code
     if 200 <= code < 300:
         with contextlib.suppress(ValueError):
@@ -366,7 +371,7 @@ def _reply_from(response: httpx.Response) -> _Reply:
     )
 
 
-def _server_message(response: httpx.Response) -> str:
+def _server_message(response: HttpReply) -> str:
     """The server's error message (OpenAI, vLLM or FastAPI shape), cut to 300 characters."""
     try:
         body = response.json()

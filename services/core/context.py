@@ -63,3 +63,8 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
+    # No line per upstream call (issue 19: at thousands of judge calls a second, httpx's
+    # "HTTP Request: POST ..." INFO lines cost CPU and bury the access lines). DEBUG keeps them.
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
+    for name in ("httpx", "httpcore", "aiohttp.client"):
+        logging.getLogger(name).setLevel(quiet)

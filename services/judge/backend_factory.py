@@ -55,6 +55,7 @@ def _openai(settings: Settings) -> JudgeBackend:
         api_key=settings.judge.api_key,
         timeout_s=settings.judge.timeout_s,
         max_concurrency=settings.judge.max_concurrency,
+        http_client=settings.judge.http_client,
     )
     # Limits are shared by every Plaudit process through Redis when it is configured.
     limiter = make_limiter(

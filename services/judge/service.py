@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.fencing import boundary_code, process_secret
@@ -173,22 +173,14 @@ class JudgeService:
     ) -> list[order_logic.PairJudgment]:
         """Every pair in every order, sent to the backend as one batch."""
         plan: list[tuple[int, order_logic.Order]] = []
-        prompts = []
-        code = self.fence_code(template, question)
+        rows = []
         for index, (a, b) in enumerate(pairs):
             for order in ("ab", "ba") if options.swap else ("ab",):
                 first, second = (a, b) if order == "ab" else (b, a)
-                prompts.append(
-                    _render(
-                        template,
-                        code,
-                        question=question,
-                        response_a=first,
-                        response_b=second,
-                        criteria=options.criteria,
-                    )
-                )
+                rows.append({"response_a": first, "response_b": second})
                 plan.append((index, order))
+        code = self.fence_code(template, question)
+        prompts = _render_many(template, code, rows, criteria=options.criteria, question=question)
         per_pair: list[list[order_logic.OrderJudgment]] = [[] for _ in pairs]
         if options.mode == "logprob":
             choice = await self._judge.score_choices(
@@ -360,12 +352,25 @@ def _load(ref: str, kind: str) -> PromptTemplate:
 def _render(
     template: PromptTemplate, code: str | None, *, criteria: str | None, **values: object
 ) -> RenderedPrompt:
+    [prompt] = _render_many(template, code, [{}], criteria=criteria, **values)
+    return prompt
+
+
+def _render_many(
+    template: PromptTemplate,
+    code: str | None,
+    rows: Sequence[Mapping[str, object]],
+    *,
+    criteria: str | None,
+    **shared: object,
+) -> list[RenderedPrompt]:
+    """Every row's prompt; values shared by the rows are neutralised once (issue 19)."""
     if criteria is not None:
         if "criteria" not in template.variables:
             raise InvalidInput(f"template {template.ref} takes no criteria", param="criteria")
-        values["criteria"] = criteria
+        shared["criteria"] = criteria
     try:
-        return template.render(code, **values)
+        return template.render_many(code, rows, **shared)
     except TemplateError as exc:
         raise InvalidInput(str(exc), param="template") from None
 

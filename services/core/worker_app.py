@@ -1,0 +1,24 @@
+"""The app factory that ``plaudit serve --workers N`` hands to uvicorn's worker processes.
+
+uvicorn starts each worker afresh, so the logging that ``plaudit serve`` configured in the
+parent is not there; this factory configures it from the settings, then builds the service's
+app with the factory the parent named in ``_PLAUDIT_SERVE_FACTORY`` (``module:function``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+FACTORY_VAR = "_PLAUDIT_SERVE_FACTORY"
+
+
+def create_app() -> Any:
+    """Configure logging, then build the app the parent process chose."""
+    from services.core.context import configure_logging
+    from services.core.settings import get_settings
+
+    configure_logging(get_settings().log_level)
+    module, _, name = os.environ[FACTORY_VAR].partition(":")
+    return getattr(importlib.import_module(module), name)()
