@@ -137,7 +137,8 @@ class ArqJobQueue:
                 ARQ_FUNCTION, job.id, _job_id=job.id, _queue_name=self._settings.queue_name
             )
         except (RedisError, OSError) as exc:
-            await self._store.fail_abandoned(job, f"could not be queued: {exc}")
+            # repr: a Redis error can quote bytes with NUL, which Postgres text cannot hold.
+            await self._store.fail_abandoned(job, f"could not be queued: {exc!r}")
             raise BackendUnavailable("the job queue (Redis) is unreachable", retry_after=5) from exc
         return job
 
