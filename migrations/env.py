@@ -5,15 +5,25 @@ from __future__ import annotations
 import asyncio
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from services.core.models import Base
 
 target_metadata = Base.metadata
+#: The advisory lock that serialises migrations of one Postgres database (any 64-bit number
+#: that no other code uses; the digits spell "plaudit").
+MIGRATION_LOCK = 7_528_124_384
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Issue 23: a server and a worker starting on a new database both migrated it and one
+        # failed (UniqueViolation on alembic_version). The lock is held until the migrations'
+        # transaction commits; whoever waited then reads the version table afresh and finds
+        # nothing to do.
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

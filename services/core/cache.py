@@ -11,7 +11,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from services.core.outages import cache_unavailable
+from services.core.outages import cache_unavailable, is_redis_outage
 
 
 class Cache(Protocol):
@@ -110,8 +110,10 @@ class RedisCache:
 async def _redis_outage() -> AsyncIterator[None]:
     try:
         yield
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-        raise cache_unavailable() from exc
+    except (redis_errors.RedisError, OSError) as exc:
+        if is_redis_outage(exc):  # the one mapping (services.core.outages)
+            raise cache_unavailable() from exc
+        raise
 
 
 def make_cache(redis_url: str | None) -> Cache:

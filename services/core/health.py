@@ -33,8 +33,14 @@ async def ready(request: Request) -> dict[str, object]:
 
 
 def _metrics_scope(settings: Settings) -> tuple[Scope, ...] | None:
+    """What /metrics needs: the series carry every tenant's run ids, so with keys set an
+    admin key unless the operator chose otherwise (issue 23)."""
     needed = settings.security.metrics_scope
-    return (Scope(needed),) if needed is not None else None
+    if needed == "open":
+        return None
+    if needed is None:
+        return (Scope.admin,) if settings.api_keys else None
+    return (Scope(needed),)
 
 
 @router.get(

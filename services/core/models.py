@@ -91,12 +91,16 @@ class IdempotencyRecord(Base):
 # artifact row first, in the same transaction, and never deletes anything.
 
 
+#: Stored artifact names: an owner id (40), "~" and a public name (128); see store_refs.
+STORED_NAME_LENGTH = 200
+
+
 class Artifact(Base):
     """A named artifact and its current-version pointer; versions are never changed."""
 
     __tablename__ = "artifacts"
 
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    name: Mapped[str] = mapped_column(String(STORED_NAME_LENGTH), primary_key=True)
     kind: Mapped[str] = mapped_column(String(64), nullable=False)
     current_version: Mapped[int] = mapped_column(Integer, nullable=False)
     latest_version: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -113,7 +117,7 @@ class ArtifactVersionRecord(Base):
     __tablename__ = "artifact_versions"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    name: Mapped[str] = mapped_column(String(STORED_NAME_LENGTH), nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
     kind: Mapped[str] = mapped_column(String(64), nullable=False)
     content: Mapped[Any] = mapped_column(JSON, nullable=False)
@@ -134,7 +138,7 @@ class ArtifactEventRecord(Base):
     __tablename__ = "artifact_events"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(128), nullable=False)
+    name: Mapped[str] = mapped_column(String(STORED_NAME_LENGTH), nullable=False)
     action: Mapped[str] = mapped_column(String(16), nullable=False)
     from_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     to_version: Mapped[int] = mapped_column(Integer, nullable=False)

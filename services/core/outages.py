@@ -1,8 +1,23 @@
-"""Outages of the database and Redis become 503 answers that name what is down (issue 9).
+"""Outages of the database and Redis become 503 answers that name what is down (issues 9, 23).
 
-Repositories open sessions through :func:`transaction` and :func:`reading`, which turn a lost
-or refused connection into :class:`DatabaseUnavailable`; :func:`as_outage` classifies any other
-exception that escapes to the app (the fallback handler in the envelope).
+This module is the one mapping from "the database or Redis cannot serve now" to a 503 with
+Retry-After: repositories open sessions through :func:`transaction` and :func:`reading`, which
+turn an outage into :class:`DatabaseUnavailable`, and :func:`as_outage` classifies any other
+exception that escapes to the app (the fallback handler in the envelope). What counts as an
+outage:
+
+- Postgres, by SQLSTATE: connection exceptions (class 08), insufficient resources (class 53:
+  too many connections, disk full, out of memory), shutdown and "cannot connect now" (57P01,
+  57P02, 57P03), idle-session timeout (57P05), statement timeout or an operator's cancel
+  (57014), lock timeout (55P03), a read-only database or standby (25006), an I/O error (58030),
+  and "database is not currently accepting connections" (55000 with that message only: 55000
+  alone also names programming errors);
+- SQLite: ``OperationalError`` (locked, busy, read-only file, disk I/O);
+- either: a refused, reset or timed-out connection (OSError, TimeoutError, SQLAlchemy's
+  pool timeout and invalidated connections);
+- Redis: connection errors and timeouts (also "max number of clients reached" and LOADING),
+  a read-only replica (READONLY), and the server's own refusals to write now (MISCONF, OOM,
+  MASTERDOWN, TRYAGAIN, CLUSTERDOWN, NOREPLICAS).
 """
 
 from __future__ import annotations
@@ -25,8 +40,26 @@ _DB_DOWN = (
     sa_errors.DisconnectionError,
     sa_errors.TimeoutError,
 )
-_LOST_STATES = ("57P01", "57P02", "57P03", "53300")
-_REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)
+_OUTAGE_CLASSES = ("08", "53")
+_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "57014", "55P03", "25006", "58030"})
+_NOT_ACCEPTING = ("55000", "not currently accepting connections")
+_REDIS_DOWN = (
+    redis_errors.ConnectionError,  # also LOADING (BusyLoadingError) and max clients
+    redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,
+    redis_errors.OutOfMemoryError,
+    redis_errors.TryAgainError,
+    redis_errors.ClusterDownError,  # also MASTERDOWN
+)
+_REDIS_REFUSALS = (
+    "MISCONF",
+    "OOM",
+    "LOADING",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "NOREPLICAS",
+)
 
 
 def database_unavailable() -> DatabaseUnavailable:
@@ -51,6 +84,15 @@ def is_database_outage(exc: BaseException) -> bool:
     return isinstance(exc, OSError | TimeoutError) and _raised_in(exc, _DRIVERS)
 
 
+def is_redis_outage(exc: BaseException) -> bool:
+    """Redis is unreachable, loading, read-only or refusing writes for now."""
+    if isinstance(exc, _REDIS_DOWN):
+        return True
+    if isinstance(exc, redis_errors.ResponseError):
+        return str(exc).split(" ", 1)[0] in _REDIS_REFUSALS
+    return isinstance(exc, OSError) and _raised_in(exc, ("redis",))
+
+
 def _causes(exc: BaseException) -> list[BaseException]:
     """``exc``, the driver error it wraps, and their causes (a short chain)."""
     seen: list[BaseException] = []
@@ -64,13 +106,15 @@ def _causes(exc: BaseException) -> list[BaseException]:
 
 
 def _connection_lost(exc: BaseException) -> bool:
-    """The driver's own words for a lost connection: SQLSTATE class 08 (connection
-    exception, also asyncpg's "connection was closed in the middle of operation"), 57P01-57P03
-    (shutdown, cannot connect now), 53300 (too many connections)."""
+    """The driver's own words for a database that cannot serve now (the SQLSTATEs in the
+    module docstring; class 08 also covers asyncpg's "connection was closed in the middle of
+    operation")."""
     if isinstance(exc, OSError | TimeoutError):
         return True
     state = str(getattr(exc, "sqlstate", None) or "")
-    if state.startswith("08") or state in _LOST_STATES:
+    if state[:2] in _OUTAGE_CLASSES or state in _OUTAGE_STATES:
+        return True
+    if state == _NOT_ACCEPTING[0] and _NOT_ACCEPTING[1] in str(exc):
         return True
     # asyncpg's protocol state after the server cut the connection mid-operation ("cannot
     # switch to state 11; another operation is in progress"): the connection is unusable.
@@ -81,7 +125,7 @@ def _connection_lost(exc: BaseException) -> bool:
 
 def as_outage(exc: BaseException) -> PlauditError | None:
     """The 503 error for an outage of the database or Redis, else None."""
-    if isinstance(exc, _REDIS_DOWN) or (isinstance(exc, OSError) and _raised_in(exc, ("redis",))):
+    if is_redis_outage(exc):
         return cache_unavailable()
     if is_database_outage(exc):
         return database_unavailable()

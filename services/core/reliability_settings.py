@@ -70,6 +70,8 @@ class SecuritySettings(BaseModel):
         description="shorter API keys draw a warning at start, are refused for a non-loopback "
         "host, and are accepted from loopback callers only",
     )
-    metrics_scope: Literal["reward", "admin"] | None = Field(
-        default=None, description="the scope /metrics requires (default: open)"
+    metrics_scope: Literal["reward", "admin", "open"] | None = Field(
+        default=None,
+        description="the scope /metrics requires; default: admin when API keys are set (its "
+        "series name every tenant's run ids, issue 23), open without keys; 'open' opens it",
     )

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -44,7 +44,13 @@ from services.core.store_models import (
     VersionDiff,
     VersionInfo,
 )
-from services.core.store_refs import ArtifactRef, check_kind, check_name, parse_ref
+from services.core.store_refs import (
+    OWNER_SEPARATOR,
+    ArtifactRef,
+    check_kind,
+    check_stored_name,
+    parse_ref,
+)
 
 #: Compare-and-set attempts before a writer gives up (each loses only to a writer that won).
 MAX_ATTEMPTS = 100
@@ -91,7 +97,7 @@ class ArtifactStore:
         with ``created=False`` (so a retried write is harmless). ``files`` (a file or a folder)
         is copied into the version's payload folder atomically.
         """
-        check_name(name)
+        check_stored_name(name)
         check_kind(kind)
         if expected_version is not None and expected_version < 0:
             raise InvalidInput("expected_version must be >= 0", param="expected_version")
@@ -184,10 +190,22 @@ class ArtifactStore:
         return found
 
     async def list_artifacts(
-        self, *, kind: str | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        kind: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        visible_to: str | None = None,
     ) -> tuple[list[ArtifactInfo], int]:
-        """A page of artifacts by name (optionally one kind), and the total count."""
+        """A page of artifacts by name (optionally one kind), and the total count.
+
+        ``visible_to``: an owner id; then only that owner's artifacts and the shared ones (no
+        owner prefix in their stored name) are listed.
+        """
         where = [] if kind is None else [Artifact.kind == kind]
+        if visible_to is not None:
+            own = Artifact.name.startswith(visible_to + OWNER_SEPARATOR, autoescape=True)
+            where.append(or_(own, ~Artifact.name.contains(OWNER_SEPARATOR, autoescape=True)))
         query = select(Artifact).where(*where).order_by(Artifact.name).limit(limit).offset(offset)
         async with self._sessions() as session:
             total = await session.scalar(select(func.count()).select_from(Artifact).where(*where))

@@ -25,6 +25,11 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _VERSION_PATTERN = re.compile(r"[1-9][0-9]{0,8}")
 MAX_REF_LENGTH = 128 + 1 + 9
+#: Between a tenant's owner id and a name in a stored name (``key_0123abcd~helpful``): a
+#: tenant's own artifacts live in its own namespace (issue 23), so the separator is a
+#: character that public names cannot hold.
+OWNER_SEPARATOR = "~"
+_OWNER_PATTERN = re.compile(r"[A-Za-z0-9_]{1,40}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,26 @@ def check_name(name: str, param: str | None = "name") -> str:
     if problem is not None:
         raise InvalidInput(problem, param=param)
     return name
+
+
+def owned_name(owner: str | None, name: str) -> str:
+    """The stored name of ``owner``'s artifact ``name`` (``name`` itself when shared)."""
+    return name if owner is None else f"{owner}{OWNER_SEPARATOR}{name}"
+
+
+def split_owned(stored: str) -> tuple[str | None, str]:
+    """``"key_1~helpful"`` -> ``("key_1", "helpful")``; a shared name has owner None."""
+    owner, sep, name = stored.partition(OWNER_SEPARATOR)
+    return (owner, name) if sep else (None, stored)
+
+
+def check_stored_name(stored: str, param: str | None = "name") -> str:
+    """A public name, or an owner id, the separator and a public name; else InvalidInput."""
+    owner, name = split_owned(stored)
+    if owner is not None and not _OWNER_PATTERN.fullmatch(owner):
+        raise InvalidInput(f"{owner[:60]!r} is not an owner id", param=param)
+    check_name(name, param)
+    return stored
 
 
 def check_kind(kind: str, param: str | None = "kind") -> str:

@@ -32,6 +32,17 @@ async def list_jobs(
     return await service.page(caller, kind=kind, state=state, limit=limit, offset=offset)
 
 
+# Before the "/{job_id}" routes: Starlette answers a method that no route takes with the Allow
+# header of the first route whose path matches, so OPTIONS /v1/jobs/probe said "Allow: GET"
+# (issue 23).
+@router.post("/probe", status_code=202, response_model=JobOut)
+async def probe(
+    body: ProbeRequest, request: Request, caller: JobCaller, key: IdempotencyKey = None
+) -> JSONResponse:
+    """Start ``jobs.probe``, a job that counts steps: checks that workers run jobs."""
+    return await accepted(request, caller, PROBE, body, idempotency_key=key)
+
+
 @router.get("/{job_id}")
 async def get_job(
     job_id: PathId, service: JobsDep, caller: JobCaller, view: View = "full"
@@ -74,11 +85,3 @@ async def _frames(first: JobOut, rest: AsyncIterator[JobOut | None]) -> AsyncIte
 def _frame(job: JobOut) -> str:
     event = "finished" if job.finished_at is not None else "progress"
     return f"event: {event}\ndata: {json.dumps(job.model_dump(mode='json'))}\n\n"
-
-
-@router.post("/probe", status_code=202, response_model=JobOut)
-async def probe(
-    body: ProbeRequest, request: Request, caller: JobCaller, key: IdempotencyKey = None
-) -> JSONResponse:
-    """Start ``jobs.probe``, a job that counts steps: checks that workers run jobs."""
-    return await accepted(request, caller, PROBE, body, idempotency_key=key)

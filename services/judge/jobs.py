@@ -7,6 +7,7 @@ same :func:`run_evaluation` in its own process when no ``--server`` is given.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,12 +17,14 @@ from judges.backends.base import JudgeBackend
 from services.core.auth import Caller
 from services.core.errors import Forbidden, InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
+from services.core.server_files import regular_file
 from services.core.settings import Settings
 from services.judge import evaluation as ev
 from services.judge.schemas import EvaluationRequest, JudgeOptions
 from services.judge.service import JudgeService
 
 EVALUATION = "judge.evaluation"
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int], Awaitable[None]]
 
@@ -52,12 +55,22 @@ async def check_request(request: EvaluationRequest, caller: Caller, data_dir: Pa
                 "reading a file on the server needs the admin scope; send the votes inline",
                 param="data",
             )
-        if not data_path(request, data_dir).is_file():
-            raise InvalidInput(f"no file {request.data!r} on the server", param="data")
+        if not regular_file(data_path(request, data_dir)):
+            raise _no_votes_file(request.data)
     try:
         await asyncio.to_thread(sampled_votes, request, data_dir)
-    except ValueError as exc:
-        raise InvalidInput(str(exc), param="votes" if request.votes else "data") from None
+    except (ValueError, OSError, RecursionError) as exc:
+        if request.data is not None:  # the same answer as a missing file (issue 23)
+            log.warning("evaluation data %r is unreadable: %s", request.data, type(exc).__name__)
+            raise _no_votes_file(request.data) from None
+        raise InvalidInput(str(exc), param="votes") from None
+
+
+def _no_votes_file(data: str) -> InvalidInput:
+    return InvalidInput(
+        f"{data[:300]!r} is not a JSONL file of MT-Bench votes that the server can read",
+        param="data",
+    )
 
 
 async def run_evaluation(

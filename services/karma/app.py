@@ -23,6 +23,7 @@ def component() -> Component:
             resources.settings.karma,
             resources.artifacts,
             on_batch=resources.metrics.observe_batch,
+            training=lambda name: jobs.training_under(resources.jobs.store, name),
         )
         resources.closers.append(service.aclose)
         jobs.register(resources.job_registry, service, resources.settings)

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.jobs.store import ACTIVE, JobStore
+from services.core.server_files import model_folder
 from services.core.settings import Settings
 from services.datasets.store import dataset_folder
 from services.karma.data import SHARED_FILES, KarmaDataError, load_data
@@ -80,9 +82,13 @@ async def check_request(request: TrainRequest, settings: Settings) -> None:
         raise InvalidInput(f"no file or folder {request.data!r} on the server", param="data")
     elif path.stat().st_size <= CHECK_NOW_BYTES:
         await asyncio.to_thread(_check_jsonl, path, request, settings)
-    if request.base_model != BUNDLED and not Path(request.base_model).expanduser().is_dir():
+    # One answer for a missing path, a plain folder and an unreadable one: no file-system
+    # oracle (issue 23).
+    if request.base_model != BUNDLED and not model_folder(Path(request.base_model).expanduser()):
         raise InvalidInput(
-            f"base model {request.base_model!r} is not a folder on the server", param="base_model"
+            f"base model {request.base_model[:300]!r} is not a model folder (one with "
+            "config.json) that the server can read",
+            param="base_model",
         )
 
 
@@ -186,6 +192,15 @@ class _Reporter:
             raise
         except (concurrent.futures.TimeoutError, Exception) as exc:
             log.warning("job %s: progress not recorded (%s)", self.ctx.job_id, exc)
+
+
+async def training_under(store: JobStore, name: str) -> bool:
+    """Whether a ``karma.train`` job that saves under ``name`` is queued or running."""
+    for state in ACTIVE:
+        found, _ = await store.page(owner=None, everyone=True, kind=TRAIN, state=state, limit=500)
+        if any(job.params.get("name", "karma") == name for job in found):
+            return True
+    return False
 
 
 def register(registry: JobRegistry, service: KarmaService, settings: Settings) -> None:

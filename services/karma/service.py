@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from judges.lifecycle import ModelUnavailable
 from judges.model_worker import BatchRecord
-from services.core.errors import BackendUnavailable, InvalidInput, NotFound
+from services.core.errors import BackendUnavailable, InvalidInput, NotFound, PlauditError
 from services.core.schemas import Message
 from services.core.store import ArtifactStore
 from services.core.store_models import ArtifactVersion, VersionInfo
@@ -61,9 +61,12 @@ class KarmaService:
         store: ArtifactStore,
         *,
         on_batch: Callable[[BatchRecord], None] | None = None,
+        training: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
+        """``training(name)``: whether a training job for ``name`` is queued or running."""
         self.settings = settings
         self._store = store
+        self._training = training
         self.pool = ScorerPool(settings, on_batch=on_batch)
         self._serving: dict[str, tuple[float, ArtifactVersion]] = {}
         self._pinned: dict[str, ArtifactVersion] = {}
@@ -127,10 +130,24 @@ class KarmaService:
         except NotFound as exc:
             if version is not None and "has no version" in exc.message:
                 raise InvalidInput(exc.message, param="model") from None
-            raise no_model(name) from None
+            raise await self._missing(name) from None
         if found.kind != KIND:
             raise InvalidInput(f"{name!r} is a {found.kind}, not a KARMA model", param="model")
         return found
+
+    async def _missing(self, name: str) -> PlauditError:
+        """503 while a model of that name is being trained, else a 404 naming the models
+        there are (issue 23: a 503 for a name nobody trains had clients retry for minutes)."""
+        if self._training is not None and await self._training(name):
+            return no_model(name)
+        infos, total = await self._store.list_artifacts(kind=KIND, limit=20)
+        known = ", ".join(repr(info.name) for info in infos) or "none yet"
+        more = f" and {total - len(infos)} more" if total > len(infos) else ""
+        return NotFound(
+            f"no KARMA model named {name[:140]!r} and none is being trained; trained models: "
+            f"{known}{more} (train one with POST /v1/karma/train, admin key)",
+            param="model",
+        )
 
     def _payload(self, version: VersionInfo) -> Path:
         path = self._store.payload_path(version)

@@ -169,12 +169,22 @@ class SpecSaveRequest(StoredModel):
         description="the current version you started from (0: the name must be new); a stale "
         "one is a 409",
     )
+    shared: bool = Field(
+        default=False,
+        description="admin only: save it for every tenant to score with; otherwise the spec "
+        "belongs to your API key and other keys cannot see it",
+    )
 
 
 class NamedSpec(BaseModel):
     """A saved reward spec version: what ``"spec": "name@version"`` scores with."""
 
     name: str
+    owner: str | None = Field(
+        default=None,
+        description="the API key's owner id whose spec this is; null for a shared spec (an "
+        "admin names another key's spec '<owner>~<name>')",
+    )
     version: int
     spec: dict[str, Any]
     spec_hash: str

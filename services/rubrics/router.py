@@ -46,10 +46,17 @@ def _service(request: Request) -> RubricsService:
 Service = Annotated[RubricsService, Depends(_service)]
 
 
-@router.post("", status_code=201, dependencies=Write)
-async def create(body: RubricCreate, service: Service) -> RubricOut:
-    """A new rubric (``rb_...``, version 1); its criteria get stable ids c1, c2, ..."""
-    return await service.create(body)
+@router.post("", status_code=201, response_model=RubricOut, dependencies=Write)
+async def create(
+    body: RubricCreate, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> JSONResponse:
+    """A new rubric (``rb_...``, version 1); its criteria get stable ids c1, c2, ...
+
+    A retry with the same Idempotency-Key gets the rubric the first request created (issue 23).
+    """
+    created = await replayable(resources, key, "rubrics.create", body, lambda: service.create(body))
+    created.status_code = 201
+    return created
 
 
 @router.get("", dependencies=Read)

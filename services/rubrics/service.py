@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 from services.core.envelope import format_loc
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.records import ScoredGroupRepository, content_hash
-from services.core.schemas import CompletionItem, Page, Prompt
+from services.core.schemas import INT32_MAX, CompletionItem, Page, Prompt
 from services.core.unicode_check import find_surrogates
 from services.judge.service import prompt_text
 from services.rubrics.adaptive import AdaptiveSink
@@ -248,7 +249,9 @@ class RubricsService:
         return head
 
     async def _version(self, head: RubricHead, number: int, param: str) -> RubricVersion:
-        found = await self._repository.version(head.id, number)
+        # Past the integer column's range no version can exist (Postgres would refuse the
+        # query: a 500 in issue 23).
+        found = await self._repository.version(head.id, number) if number <= INT32_MAX else None
         if found is None:
             raise NotFound(
                 f"rubric {head.id} has no version {number} (versions 1 to {head.latest_version})",
@@ -258,6 +261,14 @@ class RubricsService:
 
 
 def _parse_line(number: int, line: str) -> RubricCreate:
+    try:
+        return _checked_line(number, line)
+    except RecursionError:  # issue 23: one line nested 100,000 deep was a 500
+        message = f"line {number}: JSON nested too deeply"
+        raise InvalidInput(message, param=f"lines[{number}]") from None
+
+
+def _checked_line(number: int, line: str) -> RubricCreate:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -288,12 +299,15 @@ def _check_expected(head: RubricHead, expected: int | None) -> None:
         )
 
 
+_VERSION = re.compile(r"[1-9][0-9]*")
+
+
 def _split_ref(ref: str) -> tuple[str, int | None]:
     """``rb_x@2`` -> (``rb_x``, 2); ``rb_x`` -> (``rb_x``, None)."""
     rubric_id, at, number = ref.partition("@")
     if not at:
         return rubric_id, None
-    if not number.isdigit() or int(number) < 1:
+    if not _VERSION.fullmatch(number):
         raise InvalidInput(f"malformed rubric reference {ref!r}; expected id@version", param="id")
     return rubric_id, int(number)
 

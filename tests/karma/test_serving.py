@@ -53,9 +53,9 @@ async def trained(as_key: Client) -> dict[str, Any]:
     """The module's one training job, started over HTTP; before it, no model serves."""
     root = as_key("root-key")
     before = await root.post("/v1/karma/score", json={"context": CONTEXT, "replies": REPLIES})
-    error = assert_envelope(before, 503, "model")
-    assert error["type"] == "model_not_trained" and "plaudit karma train" in error["message"]
-    assert before.headers["retry-after"] == "60"
+    # Nothing trains it yet: a 404 naming the trained models (none), not a 503 (issue 23).
+    error = assert_envelope(before, 404, "model")
+    assert "none is being trained" in error["message"] and "none yet" in error["message"]
     threads = torch.get_num_threads()
     response = await root.post("/v1/karma/train", json=TINY)
     assert response.status_code == 202, response.text
@@ -176,16 +176,26 @@ async def test_the_karma_channel_scores_a_group_with_its_version(
     assert listed["options"] == ["model", "weight"]
 
 
-async def test_no_model_is_a_503_for_the_route_and_the_channel(as_key: Client) -> None:
+async def test_an_unknown_model_is_a_404_and_one_in_training_a_503(
+    as_key: Client, karma_app: FastAPI
+) -> None:
+    """Issue 23: 503 (retry) only while a model of that name is being trained."""
     client = as_key("trainer-key")
-    scored = await client.post(
-        "/v1/karma/score", json={"context": CONTEXT, "replies": ["a"], "model": "untrained"}
-    )
-    assert "plaudit karma train" in assert_envelope(scored, 503, "model")["message"]
+    body = {"context": CONTEXT, "replies": ["a"], "model": "untrained"}
+    unknown = assert_envelope(await client.post("/v1/karma/score", json=body), 404, "model")
+    assert "trained models:" in unknown["message"]
     spec = {"channels": {"karma": {"model": "untrained"}}}
-    body = {"prompt": CONTEXT, "completions": REPLIES, "spec": spec}
-    grouped = await client.post("/v1/rewards/group", json=body)
-    assert assert_envelope(grouped, 503)["type"] == "model_not_trained"
+    group = {"prompt": CONTEXT, "completions": REPLIES, "spec": spec}
+    assert_envelope(await client.post("/v1/rewards/group", json=group), 404)
+    store = karma_app.state.resources.jobs.store
+    job = await store.create("karma.train", {"name": "untrained"}, owner=None)
+    try:
+        scored = await client.post("/v1/karma/score", json=body)
+        assert "plaudit karma train" in assert_envelope(scored, 503, "model")["message"]
+        grouped = await client.post("/v1/rewards/group", json=group)
+        assert assert_envelope(grouped, 503)["type"] == "model_not_trained"
+    finally:
+        await store.request_cancel(job.id)
 
 
 async def test_bad_input_is_a_clear_422(
@@ -204,7 +214,12 @@ async def test_bad_input_is_a_clear_422(
     folder = karma_settings.data_dir / "half"
     folder.mkdir(exist_ok=True)
     assert "lacks threads.jsonl.gz" in await refused({"data": "half"}, "data")
-    assert "not a folder" in await refused({"base_model": "/no/model"}, "base_model")
+    # The same answer whether the path is missing, a plain folder or too long (issue 23).
+    answers = {
+        await refused({"base_model": path}, "base_model")
+        for path in ("/no/model", "/etc", "/" + "x" * 300)
+    }
+    assert len(answers) == 3 and all("not a model folder" in a for a in answers)
     await refused({"variant": "everything"}, "variant")
     await refused({"output_dir": "/tmp/x"}, "output_dir")
     await refused({"epochs": 0}, "epochs")

@@ -4,8 +4,11 @@ that can refuse connections and cut the open ones."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +33,11 @@ class RedisServer:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "the server is not running"
+        return self._proc.pid
 
     def start(self) -> None:
         args = [self._binary, "--port", str(self.port), "--bind", "127.0.0.1"]
@@ -94,3 +102,61 @@ async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.write(data)
         await writer.drain()
     writer.transport.abort()
+
+
+class PostgresCluster:
+    """A throwaway Postgres cluster of the test's own (initdb in a temp folder, a free port),
+    with a non-superuser ``app`` role that owns the ``plaudit`` database, so a test can refuse,
+    limit, stop and make it read-only without touching the shared server. Postgres will not
+    run as root, so under root its tools run as the ``postgres`` system user."""
+
+    def __init__(self) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not found:
+            pytest.skip("Postgres server binaries are not installed")
+        self._bin = found[-1].parent
+        self._root = Path(tempfile.mkdtemp(prefix="plaudit-pg-"))
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            self._as = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self._root, "postgres")
+        self._data = self._root / "data"
+        self.port = free_port()
+
+    def url(self, role: str = "app") -> str:
+        return f"postgresql+asyncpg://{role}@127.0.0.1:{self.port}/plaudit"
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self._data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self.start()
+        self.sql("postgres", "CREATE ROLE app LOGIN", "CREATE DATABASE plaudit OWNER app")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self._root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self._root / "pg.log")
+        self._run("pg_ctl", "-D", str(self._data), "-o", options, "-w", "-l", log, "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self._data), "-m", "immediate", "-w", "stop")
+
+    def destroy(self) -> None:
+        """Stop the server (if it runs) and remove its folder."""
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def sql(self, database: str, *statements: str) -> None:
+        """Run statements as the superuser, each in its own transaction."""
+        address = ["-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-d", database]
+        for statement in statements:
+            self._run("psql", *address, "-v", "ON_ERROR_STOP=1", "-qc", statement)
+
+    def terminate_app_connections(self) -> None:
+        self.sql(
+            "postgres",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app'",
+        )
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [*self._as, str(self._bin / tool), *args]
+        subprocess.run(command, check=True, capture_output=True, cwd=self._root)

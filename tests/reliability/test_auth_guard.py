@@ -95,6 +95,31 @@ async def test_metrics_can_require_a_key(fast_app: FastAPI) -> None:
         assert (await client.get("/health/live")).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("scope", "anonymous", "reward", "admin"),
+    [(None, 401, 403, 200), ("open", 200, 200, 200), ("reward", 401, 200, 403)],
+)
+async def test_metrics_need_an_admin_key_by_default_when_keys_are_set(
+    embedded_settings: Settings,
+    embedder: Embedder,
+    scope: Any,
+    anonymous: int,
+    reward: int,
+    admin: int,
+) -> None:
+    """Issue 23: /metrics listed every tenant's run ids to anyone."""
+    settings = embedded_settings.model_copy(
+        update={"api_keys": KEYS, "security": SecuritySettings(metrics_scope=scope)}
+    )
+    app = shared.create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
+    async with app.router.lifespan_context(app), _client(app) as client:
+        assert (await client.get("/metrics")).status_code == anonymous
+        as_reward = await client.get("/metrics", headers={"Authorization": f"Bearer {LONG_KEY}"})
+        assert as_reward.status_code == reward
+        as_admin = await client.get("/metrics", headers={"X-API-Key": "ops-key-0123456789abcdef"})
+        assert as_admin.status_code == admin
+
+
 async def _start(settings: Settings, embedder: Embedder) -> None:
     app = shared.create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
     async with app.router.lifespan_context(app):
@@ -131,3 +156,19 @@ async def test_an_open_server_answers_loopback_callers_only(
         async with _client(app, remote="192.0.2.7") as remote:
             refused = await remote.post("/v1/ordinal/advantages", json=ADV)
             assert "loopback" in assert_envelope(refused, 403)["message"]
+
+
+async def test_the_admin_page_cannot_be_framed_or_run_foreign_script(
+    embedded_settings: Settings, embedder: Embedder
+) -> None:
+    """Issue 23: /admin sent no Content-Security-Policy or X-Frame-Options."""
+    app = shared.create_app(embedded_settings, embedder=embedder, judge_backend=ScriptedBackend())
+    async with app.router.lifespan_context(app), _client(app) as client:
+        for path in ("/admin", "/admin/static/admin.js", "/admin/static/admin.css"):
+            response = await client.get(path)
+            assert response.status_code == 200, path
+            policy = response.headers["content-security-policy"]
+            assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy
+            assert "unsafe-inline" not in policy
+            assert response.headers["x-frame-options"] == "DENY"
+            assert response.headers["x-content-type-options"] == "nosniff"

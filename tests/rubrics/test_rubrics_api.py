@@ -3,6 +3,7 @@ ids, versions, diff, rollback, listing, JSONL import, validation errors and tena
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from collections.abc import Callable
@@ -164,6 +165,24 @@ async def test_unknown_rubrics_and_versions_are_404(api: httpx.AsyncClient) -> N
     assert_envelope(await api.get(f"/v1/rubrics/{rubric['id']}", params={"version": 7}), 404)
     assert_envelope(await api.get(f"/v1/rubrics/{rubric['id']}/diff?from=1&to=5"), 404, "to")
     assert_envelope(await api.put("/v1/rubrics/rb_0000", json=BOIL), 404, "id")
+    # Past the integer column's range: a 404 on Postgres too (was a 500; issue 23).
+    assert_envelope(await api.get(f"/v1/rubrics/{rubric['id']}@99999999999"), 404)
+    assert_envelope(await api.get(f"/v1/rubrics/{rubric['id']}@\u00b2"), 422, "id")
+
+
+async def test_a_create_retried_with_one_idempotency_key_stores_one_rubric(
+    api: httpx.AsyncClient,
+) -> None:
+    """Issue 23: 20 retries with one Idempotency-Key created 20 rubrics."""
+    headers = {"Idempotency-Key": "create-boil-1"}
+    answers = await asyncio.gather(
+        *(api.post("/v1/rubrics", json=BOIL, headers=headers) for _ in range(5))
+    )
+    assert {r.status_code for r in answers} == {201}, [r.text for r in answers]
+    assert len({r.json()["id"] for r in answers}) == 1
+    assert (await api.get("/v1/rubrics")).json()["total"] == 1
+    other = await api.post("/v1/rubrics", json={**BOIL, "name": "other"}, headers=headers)
+    assert_envelope(other, 409, "Idempotency-Key")
 
 
 async def test_jsonl_import_stores_every_line_or_none(api: httpx.AsyncClient) -> None:
@@ -199,6 +218,9 @@ async def test_jsonl_import_stores_every_line_or_none(api: httpx.AsyncClient) ->
     assert_envelope(
         await api.post("/v1/rubrics/import", content=strict), 422, "lines[1].criteria[0].weight"
     )
+    deep = "[" * 100_000 + "]" * 100_000  # was a RecursionError, a 500 (issue 23)
+    nested = await api.post("/v1/rubrics/import", content=deep)
+    assert "nested too deeply" in assert_envelope(nested, 422, "lines[1]")["message"]
     assert (await api.get("/v1/rubrics")).json()["total"] == 2
 
 

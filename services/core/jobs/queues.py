@@ -152,7 +152,8 @@ class ArqJobQueue:
         try:
             await self._enqueue(job.id, arq_id(job.id, 0))
         except (RedisError, OSError) as exc:
-            await self._store.fail_abandoned(job, f"could not be queued: {exc}")
+            # repr: a Redis error can quote bytes with NUL, which Postgres text cannot hold.
+            await self._store.fail_abandoned(job, f"could not be queued: {exc!r}")
             raise BackendUnavailable("the job queue (Redis) is unreachable", retry_after=5) from exc
         return job
 

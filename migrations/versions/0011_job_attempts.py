@@ -1,7 +1,7 @@
 """Jobs that survive their process: how often a job started, and its last checkpoint.
 
-Revision ID: 0010_job_attempts
-Revises: 0009
+Revision ID: 0011
+Revises: 0010 (issue 23: chained after the spec owners migration, written at the same time)
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_job_attempts"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
