@@ -37,6 +37,7 @@ import logging
 import math
 import random
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -55,6 +56,13 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
+from judges.backends.sequence_scoring import (
+    ChatTokenizer,
+    ForcedRows,
+    completions_body,
+    forced_rows,
+    tail_logprobs,
+)
 from judges.lifecycle import READY, Readiness
 from judges.limits import (
     InProcessLimiter,
@@ -72,10 +80,17 @@ VERDICT_FLOOR_LOGPROB = -100.0
 """The logprob a verdict result gives a candidate that was not chosen (``log(0)`` clamped)."""
 
 ChoiceMode = Literal["auto", "logprobs", "verdict"]
+Compat = Literal["vllm", "sglang", "openai"]
 Sleep = Callable[[float], Awaitable[None]]
-R = TypeVar("R", ChoiceResult, GenerateResult)
+T = TypeVar("T")
 _LEADING = " \t\n\r\u0120\u2581"  # whitespace, and the GPT-2 / SentencePiece space markers
 _CHAT = "chat/completions"
+_COMPLETIONS = "completions"
+MAX_PROMPTS_PER_CALL = 256
+"""The most prompts one batched ``/v1/completions`` call carries."""
+#: Phrases of an HTTP 400 that blames the input's length (vLLM, SGLang, OpenAI): the caller's
+#: data, an ``invalid`` item (a 422), never a retried outage (issue 19).
+_TOO_LONG = ("maximum context length", "context length", "too long", "context_length_exceeded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +149,16 @@ class OpenAIBackend:
         client: httpx.AsyncClient | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        compat: Compat = "vllm",
+        attempt_timeout_s: float | None = None,
+        tokenizer: ChatTokenizer | str | None = None,
     ) -> None:
         if config.top_logprobs < 1 or config.verdict_max_tokens < 1:
             raise ValueError("top_logprobs and verdict_max_tokens must be positive")
         self.config = config
+        self.compat: Compat = compat
+        self.attempt_timeout_s = attempt_timeout_s or default_attempt_timeout(config)
+        self._tokenizer = ChatTokenizer.load(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self._limiter = limiter or InProcessLimiter(max_concurrency=config.max_concurrency)
         self._owns_limiter = owns_limiter or limiter is None
         self._owns_client = client is None
@@ -145,15 +166,24 @@ class OpenAIBackend:
         self._client = client or httpx.AsyncClient(
             base_url=config.base_url,
             headers=headers,
-            timeout=httpx.Timeout(config.timeout_s, pool=None),
+            timeout=httpx.Timeout(self.attempt_timeout_s, pool=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._logprobs_supported = config.choice_mode != "verdict"
         self._model = config.model
         self._start_error: str | None = None
         self._closed = False
+
+    @property
+    def sequence_scoring(self) -> bool:
+        """True when multi-token candidates are teacher-forced (a tokenizer is known and the
+        server takes token-id prompts with echoed log-probabilities: vLLM, SGLang)."""
+        return (
+            self._tokenizer is not None
+            and self.compat != "openai"
+            and self.config.choice_mode != "verdict"
+        )
 
     @property
     def started(self) -> bool:
@@ -205,9 +235,17 @@ class OpenAIBackend:
 
     @property
     def info(self) -> BackendInfo:
-        """Backend name, model id, and whether choices are still scored from logprobs."""
-        details = {"base_url": self.config.base_url, "choice_mode": self.config.choice_mode}
-        return BackendInfo(BACKEND_NAME, self._model, self._logprobs_supported, details)
+        """Backend name, model id, whether choices are asked for as logprobs, and how:
+        ``choice_scoring`` is ``sequence`` (every candidate's full token sequence) or
+        ``first_token`` (candidates read from the first token's list)."""
+        details = {
+            "base_url": self.config.base_url,
+            "choice_mode": self.config.choice_mode,
+            "compat": self.compat,
+            "choice_scoring": "sequence" if self.sequence_scoring else "first_token",
+        }
+        logprobs = self.config.choice_mode != "verdict"
+        return BackendInfo(BACKEND_NAME, self._model, logprobs, details)
 
     async def aclose(self) -> None:
         """Close the HTTP client and the limiter if they are the backend's."""
@@ -232,11 +270,96 @@ class OpenAIBackend:
         return None
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
-        """Score every request concurrently; one result per request, in order."""
+        """Score every request; one result per request, in order.
+
+        Requests whose candidates are not all single distinct tokens go to the server as one
+        batched teacher-forcing call when :attr:`sequence_scoring` is on; the others are
+        scored concurrently from the first token's logprobs.
+        """
         if problem := await self._missing_model():
             return [ChoiceResult.failed("error", problem) for _ in requests]
-        items = (self._guard(self._score_one(r), ChoiceResult.failed) for r in requests)
-        return list(await asyncio.gather(*items))
+        results: list[ChoiceResult | None] = [None] * len(requests)
+        forced: list[tuple[int, ForcedRows]] = []
+        for index, request in enumerate(requests):
+            rows = self._forced(request)
+            if isinstance(rows, ChoiceResult):
+                results[index] = rows
+            elif rows is not None:
+                forced.append((index, rows))
+        sequenced = {index for index, _ in forced}
+        first_token = [i for i, r in enumerate(results) if r is None and i not in sequenced]
+        items = (
+            self._guard(self._score_one(requests[i]), ChoiceResult.failed) for i in first_token
+        )
+        sequences = self._guard(self._score_forced(requests, forced), _failed_all(len(forced)))
+        by_token, by_sequence = await asyncio.gather(asyncio.gather(*items), sequences)
+        for index, result in zip(first_token, by_token, strict=True):
+            results[index] = result
+        for (index, _), result in zip(forced, by_sequence, strict=True):
+            results[index] = result
+        return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _forced(self, request: ChoiceRequest) -> ForcedRows | ChoiceResult | None:
+        """The request's teacher-forcing rows; None when its first token decides (every
+        candidate one distinct token) or sequence scoring is off."""
+        if self._tokenizer is None or not self.sequence_scoring:
+            return None
+        rows = forced_rows(self._tokenizer, request)
+        if isinstance(rows, ForcedRows) and all(t == 1 for t in rows.tails):
+            return None
+        return rows
+
+    async def _score_forced(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[tuple[int, ForcedRows]]
+    ) -> list[ChoiceResult]:
+        """Every forced request, ``MAX_PROMPTS_PER_CALL`` rows a call at most."""
+        chunks: list[list[tuple[int, ForcedRows]]] = [[]]
+        for item in forced:
+            if chunks[-1] and sum(len(f.rows) for _, f in chunks[-1]) + len(item[1].rows) > (
+                MAX_PROMPTS_PER_CALL
+            ):
+                chunks.append([])
+            chunks[-1].append(item)
+        done = await asyncio.gather(
+            *(self._score_chunk([requests[i] for i, _ in c], [f for _, f in c]) for c in chunks)
+        )
+        return [result for chunk in done for result in chunk]
+
+    async def _score_chunk(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[ForcedRows]
+    ) -> list[ChoiceResult]:
+        if not forced:
+            return []
+        rows = [row for f in forced for row in f.rows]
+        tails = [tail for f in forced for tail in f.tails]
+        body = completions_body(self._model, rows, self.config.extra_body)
+        reply = await self._send(body, _COMPLETIONS)
+        if reply.body is None:
+            if reply.status == "invalid" and len(forced) > 1:  # find the one that is too long
+                singles = [
+                    self._score_chunk([r], [f]) for r, f in zip(requests, forced, strict=True)
+                ]
+                return [result for [result] in await asyncio.gather(*singles)]
+            return [ChoiceResult.failed(reply.status, reply.error) for _ in forced]
+        sums = tail_logprobs(reply.body, rows, tails)
+        if isinstance(sums, str):
+            return list(await asyncio.gather(*(self._without_logprobs(r, sums) for r in requests)))
+        out, start = [], 0
+        for request, f in zip(requests, forced, strict=True):
+            out.append(
+                ChoiceResult.from_logprobs(request.candidates, sums[start : start + len(f.rows)])
+            )
+            start += len(f.rows)
+        return out
+
+    async def _without_logprobs(self, request: ChoiceRequest, why: str) -> ChoiceResult:
+        """This call got no logprobs: a parsed verdict for it (``auto``), or an error."""
+        if self.config.choice_mode == "logprobs":
+            return ChoiceResult.failed("error", f"no logprobs from the server: {why}")
+        logger.debug(
+            "%s gave no logprobs (%s); this item uses a verdict", self.config.base_url, why
+        )
+        return await self._score_by_verdict(request)
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
         """Generate every reply concurrently; one result per request, in order."""
@@ -246,7 +369,7 @@ class OpenAIBackend:
         return list(await asyncio.gather(*items))
 
     @staticmethod
-    async def _guard(work: Awaitable[R], failed: Callable[[ItemStatus, str], R]) -> R:
+    async def _guard(work: Awaitable[T], failed: Callable[[ItemStatus, str], T]) -> T:
         try:
             return await work
         except Exception as exc:  # one item never sinks the batch
@@ -257,33 +380,24 @@ class OpenAIBackend:
         problem = validate_choice(request)
         if problem:
             return ChoiceResult.failed("invalid", problem)
-        if self._logprobs_supported:
-            result = await self._score_by_logprobs(request)
-            if result is not None:
-                return result
-        return await self._score_by_verdict(request)
+        if self.config.choice_mode == "verdict":
+            return await self._score_by_verdict(request)
+        return await self._score_by_logprobs(request)
 
-    async def _score_by_logprobs(self, request: ChoiceRequest) -> ChoiceResult | None:
-        """The logprob result, or None when the server has no logprobs (fall back)."""
+    async def _score_by_logprobs(self, request: ChoiceRequest) -> ChoiceResult:
+        """The candidates from the first token's list; a reply without logprobs makes this
+        call (only) a parsed verdict, never the calls after it (issue 19)."""
         body = self._chat_body(request.messages, request.assistant_prefix, 1, 0.0)
         body.update(logprobs=True, top_logprobs=self.config.top_logprobs)
         reply = await self._send(body)
         if reply.body is None:
             if reply.http_status == 400 and "logprob" in reply.error.lower():
-                return self._no_logprobs(reply.error)
+                return await self._without_logprobs(request, reply.error)
             return ChoiceResult.failed(reply.status, reply.error)
         listed = _first_token_logprobs(reply.body)
         if not listed:
-            return self._no_logprobs("the response has no logprobs")
+            return await self._without_logprobs(request, "the response has no logprobs")
         return choice_from_listed(request.candidates, listed)
-
-    def _no_logprobs(self, why: str) -> ChoiceResult | None:
-        if self.config.choice_mode == "logprobs":
-            return ChoiceResult.failed("error", f"no logprobs from the server: {why}")
-        if self._logprobs_supported:
-            logger.warning("%s gives no logprobs (%s); using verdicts", self.config.base_url, why)
-        self._logprobs_supported = False
-        return None
 
     async def _score_by_verdict(self, request: ChoiceRequest) -> ChoiceResult:
         prefix, max_tokens = request.assistant_prefix, self.config.verdict_max_tokens
@@ -311,42 +425,69 @@ class OpenAIBackend:
     ) -> dict[str, Any]:
         turns = [{"role": m["role"], "content": m["content"]} for m in messages]
         body: dict[str, Any] = {**self.config.extra_body, "model": self._model}
-        body.update(max_tokens=max_tokens, temperature=temperature)
+        # OpenAI's reasoning models refuse max_tokens; vLLM and SGLang take max_tokens.
+        body["max_completion_tokens" if self.compat == "openai" else "max_tokens"] = max_tokens
+        body["temperature"] = temperature
         if prefix:
             turns.append({"role": "assistant", "content": prefix})
-            if self.config.prefill:
+            if self.config.prefill and self.compat != "openai":  # vLLM/SGLang-only fields
                 body.update(continue_final_message=True, add_generation_prompt=False)
         body["messages"] = turns
         return body
 
-    async def _send(self, body: dict[str, Any]) -> _Reply:
-        """One chat request with retries; never raises for HTTP or transport failures."""
+    async def _send(self, body: dict[str, Any], path: str = _CHAT) -> _Reply:
+        """One request with retries; never raises for HTTP or transport failures.
+
+        Each attempt is bounded by ``attempt_timeout_s``; retries stop when the next attempt
+        could not finish before ``config.timeout_s`` (the whole call's deadline) runs out.
+        """
         retry = self.config.retry
+        deadline = time.monotonic() + self.config.timeout_s
         attempt = 0
         while True:
-            reply = await self._attempt(body)
+            reply = await self._attempt(body, path, deadline - time.monotonic())
             if not reply.retryable or attempt >= retry.max_retries:
                 return reply
             delay = retry.delay(attempt, reply.retry_after, self._rng)
+            if time.monotonic() + delay >= deadline:
+                return reply
             attempt += 1
             logger.warning(
                 "retry %d/%d in %.2fs: %s", attempt, retry.max_retries, delay, reply.error
             )
             await self._sleep(delay)
 
-    async def _attempt(self, body: dict[str, Any]) -> _Reply:
+    async def _attempt(self, body: dict[str, Any], path: str, left_s: float) -> _Reply:
+        limit = max(0.001, min(self.attempt_timeout_s, left_s))
         try:
             # httpx bounds each phase; asyncio.timeout bounds the whole attempt.
-            async with self._limiter.acquire(), asyncio.timeout(self.config.timeout_s):
-                response = await self._client.post(_CHAT, json=body)
+            async with self._limiter.acquire(), asyncio.timeout(limit):
+                response = await self._client.post(path, json=body)
         except (httpx.TimeoutException, TimeoutError) as exc:
-            why = f"{type(exc).__name__}: no answer within {self.config.timeout_s}s"
+            why = f"{type(exc).__name__}: no answer within {limit:.3g}s"
             return _Reply(status="timeout", error=why, retryable=True)
         except (httpx.TransportError, LimiterUnavailable) as exc:
             return _Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
         except httpx.HTTPError as exc:
             return _Reply(status="error", error=f"{type(exc).__name__}: {exc}")
         return _reply_from(response)
+
+
+def default_attempt_timeout(config: OpenAIConfig) -> float:
+    """A per-attempt timeout that leaves room for retries within ``config.timeout_s``: the
+    deadline shared by every attempt (issue 19: when both were 300 s no retry could happen).
+
+    >>> default_attempt_timeout(OpenAIConfig("http://x/v1", "m", timeout_s=300.0))
+    75.0
+    """
+    return config.timeout_s / (config.retry.max_retries + 1)
+
+
+def _failed_all(count: int) -> Callable[[ItemStatus, str], list[ChoiceResult]]:
+    def failed(status: ItemStatus, error: str) -> list[ChoiceResult]:
+        return [ChoiceResult.failed(status, error) for _ in range(count)]
+
+    return failed
 
 
 def _reply_from(response: httpx.Response) -> _Reply:
@@ -357,9 +498,11 @@ def _reply_from(response: httpx.Response) -> _Reply:
             if isinstance(body, dict):
                 return _Reply(body=body)
         return _Reply(status="error", error="the server answered with no JSON object")
+    message = _server_message(response)
+    too_long = code == 400 and any(p in message.lower() for p in _TOO_LONG)
     return _Reply(
-        status="timeout" if code in (408, 504) else "error",
-        error=f"HTTP {code}: {_server_message(response)}",
+        status="timeout" if code in (408, 504) else "invalid" if too_long else "error",
+        error=f"HTTP {code}: {message}",
         http_status=code,
         retryable=code in (408, 429) or code >= 500,
         retry_after=parse_retry_after(response.headers.get("retry-after")),

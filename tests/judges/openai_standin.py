@@ -1,7 +1,9 @@
 """A stand-in OpenAI-compatible judge server on a loopback port, written once for every test
 that needs a real HTTP judge: the backend's own tests and the replica tests (issue 10).
 
-Its routes are ``/{behaviour}/{run}/v1/chat/completions`` and ``/{behaviour}/{run}/v1/models``:
+Its routes are ``/{behaviour}/{run}/v1/chat/completions``, ``/{behaviour}/{run}/v1/completions``
+(token-id prompts, echoed log-probabilities from the run's ``pair_logprobs`` table) and
+``/{behaviour}/{run}/v1/models``:
 ``behaviour`` picks what it does on purpose (logprobs, none, 429 then success, 500s, hanging,
 400, slow, slower) and ``run`` keeps the requests of one test apart in a :class:`Run` record.
 It runs on its own event loop in a background thread, so separate processes (``plaudit
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import socket
 import threading
@@ -40,6 +43,9 @@ class Run:  # what the stand-in saw for one test
     headers: list[dict[str, str]] = field(default_factory=list)
     in_flight: int = 0
     peak: int = 0
+    completions: list[dict[str, Any]] = field(default_factory=list)
+    #: ``(previous token id, token id) -> logprob`` for ``/v1/completions``; others get -9.
+    pair_logprobs: dict[tuple[int, int], float] = field(default_factory=dict)
 
 
 def chat_reply(content: str, usage: Any = None, **choice: Any) -> JSONResponse:
@@ -114,6 +120,34 @@ def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
     )
 
 
+CONTEXT_LENGTH_ERROR = (
+    "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens "
+    "(4099 in the messages, 1 in the completion). Please reduce the length of the messages."
+)
+UNLISTED_PAIR_LOGPROB = -9.0
+#: ``context-length``: a chat prompt longer than this many characters, or a token-id prompt
+#: longer than this many tokens, is refused with vLLM's HTTP 400.
+TOO_LONG_CHARS, TOO_LONG_TOKENS = 2000, 400
+
+
+def echoed(run: Run, body: dict[str, Any]) -> JSONResponse:
+    """A completion per token-id prompt with its prompt log-probabilities echoed, looked up
+    in ``run.pair_logprobs`` (the first token has none, as on vLLM)."""
+    choices = []
+    for index, ids in enumerate(body["prompt"]):
+        values: list[float | None] = [None]
+        for previous, token in itertools.pairwise(ids):
+            values.append(run.pair_logprobs.get((previous, token), UNLISTED_PAIR_LOGPROB))
+        tokens = [str(t) for t in ids]
+        if body.get("max_tokens", 16) > 0:  # the generated token
+            tokens, values = [*tokens, "x"], [*values, -0.5]
+        logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": None}
+        choices.append(
+            {"index": index, "text": "x", "logprobs": logprobs, "finish_reason": "length"}
+        )
+    return JSONResponse({"object": "text_completion", "choices": list(reversed(choices))})
+
+
 def error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "code": code}}, code, headers=headers)
 
@@ -129,6 +163,8 @@ async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
         return error(429, "slow down", {"Retry-After": str(RETRY_AFTER_S)})
     if behaviour.startswith("fail500x") and count <= int(behaviour.removeprefix("fail500x")):
         return error(500, "internal error")
+    if behaviour == "context-length" and len(user_text(body)) > TOO_LONG_CHARS:
+        return error(400, CONTEXT_LENGTH_ERROR)
     if behaviour == "bad-request":
         return error(400, "unknown field 'frobnicate'")
     if behaviour == "not-json":
@@ -155,6 +191,24 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
             return await behave(behaviour, run, body)
         finally:
             run.in_flight -= 1
+
+    @app.post("/{behaviour}/{run_id}/v1/completions")
+    async def completions(behaviour: str, run_id: str, request: Request) -> Response:
+        run = runs.setdefault(run_id, Run())
+        body = await request.json()
+        run.completions.append(body)
+        if behaviour == "context-length" and max(map(len, body["prompt"])) > TOO_LONG_TOKENS:
+            return error(400, CONTEXT_LENGTH_ERROR)
+        if behaviour in ("null-logprobs", "absent-logprobs"):
+            return JSONResponse(
+                {
+                    "choices": [
+                        {"index": i, "text": "x", "logprobs": None}
+                        for i in range(len(body["prompt"]))
+                    ]
+                }
+            )
+        return echoed(run, body)
 
     @app.get("/{behaviour}/{run_id}/v1/models")
     async def models(behaviour: str, run_id: str) -> Response:
