@@ -48,10 +48,13 @@ class PairJudgment:
 
 
 def from_choice(order: Order, result: ChoiceResult) -> OrderJudgment:
-    """P(first slot better) is the probability of the letter "A"."""
+    """P(first slot better) is the probability of the letter "A". A result without
+    ``coverage`` is a verdict the backend parsed from a reply because that call had no
+    logprobs (the OpenAI backend's fallback), so its source says ``parsed`` (issue 19)."""
     if not result.ok:
         return OrderJudgment(order, None, result.status, result.error)
-    return OrderJudgment(order, float(result.probs[0]), "ok", source="logprob")
+    source: Source = "parsed" if result.coverage is None else "logprob"
+    return OrderJudgment(order, float(result.probs[0]), "ok", source=source)
 
 
 def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:

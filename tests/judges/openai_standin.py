@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -92,9 +93,14 @@ def proper(body: dict[str, Any]) -> JSONResponse:
 
 
 def verdict_only(body: dict[str, Any], *, drop: bool = False) -> JSONResponse:
-    """A server without logprobs: replies with the text after ``reply:`` in the prompt."""
+    """A server without logprobs: replies with the text after ``reply:`` in the prompt, else
+    a verdict for the second label of a pairwise prompt."""
     text = user_text(body)
-    content = text.split("reply:", 1)[1] if "reply:" in text else "Verdict: [[B]]"
+    if "reply:" in text:
+        content = text.split("reply:", 1)[1]
+    else:  # a pairwise template names its labels: "Reply with a single letter: X or Y."
+        labels = re.search(r"single letter: (\w) or (\w)\.", text)
+        content = f"Verdict: [[{labels[2] if labels else 'B'}]]"
     return chat_reply(content, drop_logprobs=drop)
 
 
