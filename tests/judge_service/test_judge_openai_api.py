@@ -115,3 +115,17 @@ async def test_a_grade_of_ten_reads_through_the_scale_endpoint(
     assert body["judge"]["choice_scoring"] == "sequence"
     assert body["judge"]["verdict_source"] == "logprob"
     assert len(judge.run.completions) == 1 and judge.run.bodies == []  # 80 rows, one call
+
+
+async def test_a_prose_verdict_from_a_server_that_ignores_the_schema_is_parsed(
+    stand_in: StandIn, tmp_path: Path, embedder: Embedder
+) -> None:
+    judge = Judge(stand_in, "prose-verdict")
+    async for client in serve(judge, tmp_path, embedder):
+        body = (await client.post("/v1/judge/pairwise", json={**PAIR, "mode": "generate"})).json()
+    assert [o["verdict_source"] for o in body["orders"]] == ["parsed", "parsed"]
+    assert [o["p_first"] for o in body["orders"]] == [1.0, 1.0]  # "[[A]]" in both orders
+    assert body["winner"] == "tie" and body["consistent"] is False
+    # Parsed, not scored by appending '", "verdict": "' to the prose and asking for logprobs.
+    assert all("response_format" in sent for sent in judge.run.bodies)
+    assert len(judge.run.bodies) == 2

@@ -108,13 +108,16 @@ def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
     """``n`` choices (listed last first): JSON under a ``response_format`` schema, unless the
     server ignores it; ``one-choice`` answers one choice whatever ``n`` is."""
     n = 1 if behaviour == "one-choice" else int(body.get("n", 1))
-    follows = "response_format" in body and behaviour != "ignores-schema"
+    follows = "response_format" in body and behaviour not in ("ignores-schema", "prose-verdict")
+    prose = "After thought, Verdict: [[A]]" if behaviour == "prose-verdict" else None
     choices = [
         {
             "index": i,
             "message": {
                 "role": "assistant",
-                "content": json.dumps({"answer": i}) if follows else "Sure! The answer is 1.",
+                "content": json.dumps({"answer": i})
+                if follows
+                else prose or "Sure! The answer is 1.",
             },
             "finish_reason": "stop",
         }
@@ -175,7 +178,7 @@ async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
         return error(400, "unknown field 'frobnicate'")
     if behaviour == "not-json":
         return Response("<html>gateway</html>", 200, media_type="text/html")
-    if behaviour in ("structured", "ignores-schema", "one-choice"):
+    if behaviour in ("structured", "ignores-schema", "one-choice", "prose-verdict"):
         return structured(body, behaviour)
     await asyncio.sleep(DELAYS.get(behaviour, 0))
     return proper(body)

@@ -127,6 +127,17 @@ async def test_assistant_prefix_is_sent_as_a_prefilled_turn(harness: Harness) ->
     assert "continue_final_message" not in second
 
 
+async def test_compat_openai_sends_only_fields_openai_takes(harness: Harness) -> None:
+    config = harness.backend("proper").config
+    async with OpenAIBackend(config, compat="openai") as backend:
+        [result] = await backend.score_choices([ask("pick A", prefix="Verdict: ")])
+        await backend.generate([GenerateRequest([user("hi")], max_new_tokens=5)])
+    assert result.ok
+    for sent in harness.run.bodies:  # OpenAI's reasoning models refuse max_tokens
+        assert "max_tokens" not in sent and sent["max_completion_tokens"] in (1, 5)
+        assert "continue_final_message" not in sent and "add_generation_prompt" not in sent
+
+
 @pytest.mark.parametrize("behaviour", ["null-logprobs", "absent-logprobs", "rejects-logprobs"])
 async def test_missing_logprobs_fall_back_to_a_parsed_verdict(
     harness: Harness, behaviour: str
