@@ -397,6 +397,12 @@ class OpenAIBackend:
         listed = _first_token_logprobs(reply.body)
         if not listed:
             return await self._without_logprobs(request, "the response has no logprobs")
+        if self._tokenizer is not None and self.sequence_scoring and _unlisted(request, listed):
+            # A floor value is only a bound: score the candidates exactly instead.
+            rows = forced_rows(self._tokenizer, request)
+            if isinstance(rows, ForcedRows):
+                [exact] = await self._score_chunk([request], [rows])
+                return exact
         return choice_from_listed(request.candidates, listed)
 
     async def _score_by_verdict(self, request: ChoiceRequest) -> ChoiceResult:
@@ -532,6 +538,12 @@ def _first_token_logprobs(body: Mapping[str, Any]) -> list[tuple[str, float]]:
         return list(listed.items())
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return []
+
+
+def _unlisted(request: ChoiceRequest, listed: Sequence[tuple[str, float]]) -> bool:
+    """True when some candidate is missing from the first token's list."""
+    found = {token.lstrip(_LEADING) for token, _ in listed}
+    return any(c.lstrip(_LEADING) not in found for c in request.candidates)
 
 
 def choice_from_listed(

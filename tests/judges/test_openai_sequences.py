@@ -133,3 +133,17 @@ async def test_a_too_long_prompt_is_invalid_and_spares_the_batch(
     assert short.ok and short.best() == "10"
     assert too_long.status == "invalid" and "maximum context length" in (too_long.error or "")
     assert len(run.completions) == 3  # the batch, then each request alone
+
+
+async def test_a_single_token_candidate_missing_from_the_list_is_scored_exactly(
+    stand_in: StandIn, tokenizer: ChatTokenizer
+) -> None:
+    run_id, run = new_run(stand_in)
+    last = tokenizer.prompt_ids([user("pick A")])[-1]
+    a, b, c = (tokenizer.candidate_ids(x)[0] for x in "ABC")
+    run.pair_logprobs.update({(last, a): -0.3, (last, b): -1.5, (last, c): -2.0})
+    async with backend(stand_in, "proper", run_id, tokenizer) as judge:
+        [result] = await judge.score_choices([ChoiceRequest([user("pick A")], ["A", "B", "C"])])
+    # The stand-in's first-token list has no "C": it is teacher-forced, not floored.
+    assert result.ok and result.logprobs == pytest.approx((-0.3, -1.5, -2.0))
+    assert len(run.bodies) == 1 and len(run.completions) == 1
