@@ -61,6 +61,7 @@ from judges.backends.sequence_scoring import (
     ForcedRows,
     completions_body,
     forced_rows,
+    local_tokenizer_dir,
     tail_logprobs,
 )
 from judges.lifecycle import READY, Readiness
@@ -173,6 +174,7 @@ class OpenAIBackend:
         self._rng = rng or random.Random()
         self._model = config.model
         self._start_error: str | None = None
+        self._tokenizer_looked = False
         self._closed = False
 
     @property
@@ -191,15 +193,21 @@ class OpenAIBackend:
         return bool(self._model)
 
     async def start(self) -> None:
-        """With no configured model, use the one the server lists at ``GET /models``.
+        """With no configured model, use the one the server lists at ``GET /models``; with
+        no tokenizer given, use the served model's directory when it exists on this machine.
 
         vLLM and llama.cpp's server serve one model, so the judge works with just the URL.
         Raises ``RuntimeError`` when the server is unreachable or lists no model.
         """
-        if self._model:
-            return
+        if not self._model:
+            await self._find_model()
+        if self._tokenizer is None and not self._tokenizer_looked and self.compat != "openai":
+            self._tokenizer_looked = True
+            self._tokenizer = await self._local_tokenizer()
+
+    async def _find_model(self) -> None:
         try:
-            served = await self._served_models()
+            served = [card["id"] for card in await self._model_cards()]
         except RuntimeError as exc:
             self._start_error = str(exc)
             raise
@@ -210,18 +218,34 @@ class OpenAIBackend:
             )
         self._model = served[0]
 
-    async def _served_models(self) -> list[str]:
+    async def _local_tokenizer(self) -> ChatTokenizer | None:
+        """The tokenizer in the directory vLLM reports as the model's ``root``, when that
+        directory is on this machine (the same host, or a shared volume); else None."""
+        try:
+            cards = await self._model_cards()
+        except RuntimeError:
+            return None
+        root = next((c.get("root") for c in cards if c["id"] == self._model), None)
+        if not isinstance(root, str) or not local_tokenizer_dir(root):
+            return None
+        try:
+            return await asyncio.to_thread(ChatTokenizer.load, root)
+        except (OSError, ValueError) as exc:
+            logger.warning("could not load the tokenizer in %s: %s", root, exc)
+            return None
+
+    async def _model_cards(self) -> list[dict[str, Any]]:
         try:
             response = await self._client.get("models")
             response.raise_for_status()
-            served = [str(m["id"]) for m in response.json().get("data", [])]
+            cards = [dict(m, id=str(m["id"])) for m in response.json().get("data", [])]
         except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RuntimeError(
                 f"could not list the models of {self.config.base_url}: {exc}"
             ) from exc
-        if not served:
+        if not cards:
             raise RuntimeError(f"{self.config.base_url} serves no model")
-        return served
+        return cards
 
     @property
     def readiness(self) -> Readiness:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from judges.backends.base import ChatMessage, ChoiceRequest, ChoiceResult, validate_choice
@@ -59,6 +60,12 @@ class ChatTokenizer:
         """A candidate's ids, tokenized on its own."""
         ids: list[int] = self._tokenizer.encode(candidate, add_special_tokens=False)
         return ids
+
+
+def local_tokenizer_dir(path: str) -> bool:
+    """True when ``path`` is a directory here with a tokenizer in it."""
+    folder = Path(path)
+    return folder.is_dir() and (folder / "tokenizer_config.json").is_file()
 
 
 @dataclass(frozen=True, slots=True)

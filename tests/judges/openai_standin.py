@@ -47,6 +47,8 @@ class Run:  # what the stand-in saw for one test
     completions: list[dict[str, Any]] = field(default_factory=list)
     #: ``(previous token id, token id) -> logprob`` for ``/v1/completions``; others get -9.
     pair_logprobs: dict[tuple[int, int], float] = field(default_factory=dict)
+    #: The ``root`` that ``/v1/models`` reports for the model (vLLM: the served directory).
+    model_root: str | None = None
 
 
 def chat_reply(content: str, usage: Any = None, **choice: Any) -> JSONResponse:
@@ -223,7 +225,8 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
     async def models(behaviour: str, run_id: str) -> Response:
         if behaviour == "no-models":
             return JSONResponse({"object": "list", "data": []})
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        card = {"id": MODEL, "object": "model", "root": runs.get(run_id, Run()).model_root}
+        return JSONResponse({"object": "list", "data": [card]})
 
     return app
 

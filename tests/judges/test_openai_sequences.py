@@ -147,3 +147,21 @@ async def test_a_single_token_candidate_missing_from_the_list_is_scored_exactly(
     # The stand-in's first-token list has no "C": it is teacher-forced, not floored.
     assert result.ok and result.logprobs == pytest.approx((-0.3, -1.5, -2.0))
     assert len(run.bodies) == 1 and len(run.completions) == 1
+
+
+async def test_the_tokenizer_is_found_in_the_served_model_s_directory(
+    stand_in: StandIn, tokenizer: ChatTokenizer, smollm2_dir: Path, tmp_path: Path
+) -> None:
+    run_id, run = new_run(stand_in)
+    expected = favour_ten(run, tokenizer)
+    run.model_root = str(smollm2_dir)  # vLLM reports the directory it serves as "root"
+    async with backend(stand_in, "proper", run_id, None) as judge:
+        await judge.start()
+        assert judge.info.details["choice_scoring"] == "sequence"
+        [result] = await judge.score_choices([ChoiceRequest(PROMPT, GRADES)])
+    assert result.best() == "10" and result.logprobs[-1] == pytest.approx(expected["10"])
+    elsewhere, _ = new_run(stand_in)
+    stand_in.runs[elsewhere].model_root = str(tmp_path / "on-another-host")
+    async with backend(stand_in, "proper", elsewhere, None) as judge:
+        await judge.start()
+        assert judge.info.details["choice_scoring"] == "first_token"
