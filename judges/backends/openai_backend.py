@@ -31,12 +31,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
-import math
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,12 +45,24 @@ from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
     ChoiceResult,
-    GeneratedText,
     GenerateRequest,
     GenerateResult,
     ItemStatus,
     validate_choice,
     validate_generate,
+)
+from judges.backends.openai_replies import (
+    VERDICT_FLOOR_LOGPROB,
+    Reply,
+    choice_from_listed,
+    first_token_logprobs,
+    generate_result,
+    generation_fields,
+    is_verdict,
+    message_text,
+    reply_from,
+    unlisted,
+    verdict_result,
 )
 from judges.backends.sequence_scoring import (
     ChatTokenizer,
@@ -62,6 +70,8 @@ from judges.backends.sequence_scoring import (
     completions_body,
     forced_rows,
     local_tokenizer_dir,
+    next_token_body,
+    next_token_lists,
     tail_logprobs,
 )
 from judges.lifecycle import READY, Readiness
@@ -70,28 +80,21 @@ from judges.limits import (
     Limiter,
     LimiterUnavailable,
     RetryPolicy,
-    parse_retry_after,
 )
-from judges.parsing import parse_pairwise_verdict, parse_scale_grade
 
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "openai-compatible"
-VERDICT_FLOOR_LOGPROB = -100.0
-"""The logprob a verdict result gives a candidate that was not chosen (``log(0)`` clamped)."""
 
 ChoiceMode = Literal["auto", "logprobs", "verdict"]
 Compat = Literal["vllm", "sglang", "openai"]
 Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
-_LEADING = " \t\n\r\u0120\u2581"  # whitespace, and the GPT-2 / SentencePiece space markers
+X = TypeVar("X")
 _CHAT = "chat/completions"
 _COMPLETIONS = "completions"
 MAX_PROMPTS_PER_CALL = 256
 """The most prompts one batched ``/v1/completions`` call carries."""
-#: Phrases of an HTTP 400 that blames the input's length (vLLM, SGLang, OpenAI): the caller's
-#: data, an ``invalid`` item (a 422), never a retried outage (issue 19).
-_TOO_LONG = ("maximum context length", "context length", "too long", "context_length_exceeded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,21 +118,6 @@ class OpenAIConfig:
     prefill: bool = True
     max_concurrency: int = 16
     extra_body: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    body: dict[str, Any] | None = None
-    status: ItemStatus = "ok"
-    error: str = ""
-    http_status: int | None = None
-    retryable: bool = False
-    retry_after: float | None = None
-
-
-def is_verdict(result: ChoiceResult) -> bool:
-    """True when an ``ok`` result came from a parsed verdict rather than logprobs."""
-    return result.ok and result.coverage is None
 
 
 class OpenAIBackend:
@@ -296,54 +284,98 @@ class OpenAIBackend:
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Score every request; one result per request, in order.
 
-        Requests whose candidates are not all single distinct tokens go to the server as one
-        batched teacher-forcing call when :attr:`sequence_scoring` is on; the others are
-        scored concurrently from the first token's logprobs.
+        With :attr:`sequence_scoring` on, the batch goes to ``/v1/completions`` as a few
+        calls with lists of token-id prompts (see :meth:`_score_batched`); otherwise each
+        request is one chat call, scored from the first token's list.
         """
         if problem := await self._missing_model():
             return [ChoiceResult.failed("error", problem) for _ in requests]
+        if self._tokenizer is not None and self.sequence_scoring:
+            return await self._score_batched(self._tokenizer, requests)
+        items = (self._guard(self._score_one(r), ChoiceResult.failed) for r in requests)
+        return list(await asyncio.gather(*items))
+
+    async def _score_batched(
+        self, tokenizer: ChatTokenizer, requests: Sequence[ChoiceRequest]
+    ) -> list[ChoiceResult]:
+        """Requests whose candidates are single distinct tokens: one call listing every
+        prompt's next tokens; the others, and any whose candidate was not listed, are
+        teacher-forced in one more call (issue 19: a G=8 tournament was 56 calls)."""
         results: list[ChoiceResult | None] = [None] * len(requests)
+        single: list[tuple[int, ForcedRows]] = []
         forced: list[tuple[int, ForcedRows]] = []
         for index, request in enumerate(requests):
-            rows = self._forced(request)
+            rows = forced_rows(tokenizer, request)
             if isinstance(rows, ChoiceResult):
                 results[index] = rows
-            elif rows is not None:
-                forced.append((index, rows))
-        sequenced = {index for index, _ in forced}
-        first_token = [i for i, r in enumerate(results) if r is None and i not in sequenced]
-        items = (
-            self._guard(self._score_one(requests[i]), ChoiceResult.failed) for i in first_token
+            else:
+                (single if all(t == 1 for t in rows.tails) else forced).append((index, rows))
+        listed, by_sequence = await asyncio.gather(
+            self._guard(self._score_next_tokens(requests, single), _failed_all(len(single))),
+            self._guard(self._score_forced(requests, forced), _failed_all(len(forced))),
         )
-        sequences = self._guard(self._score_forced(requests, forced), _failed_all(len(forced)))
-        by_token, by_sequence = await asyncio.gather(asyncio.gather(*items), sequences)
-        for index, result in zip(first_token, by_token, strict=True):
-            results[index] = result
-        for (index, _), result in zip(forced, by_sequence, strict=True):
-            results[index] = result
+        again = [item for item, result in zip(single, listed, strict=True) if result is None]
+        rescored = await self._guard(self._score_forced(requests, again), _failed_all(len(again)))
+        answered: list[tuple[int, ChoiceResult | None]] = [
+            (index, result) for (index, _), result in zip(single, listed, strict=True)
+        ]
+        answered += [(index, r) for (index, _), r in zip(forced, by_sequence, strict=True)]
+        answered += [(index, r) for (index, _), r in zip(again, rescored, strict=True)]
+        for index, result in answered:
+            if result is not None:
+                results[index] = result
         return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
 
-    def _forced(self, request: ChoiceRequest) -> ForcedRows | ChoiceResult | None:
-        """The request's teacher-forcing rows; None when its first token decides (every
-        candidate one distinct token) or sequence scoring is off."""
-        if self._tokenizer is None or not self.sequence_scoring:
-            return None
-        rows = forced_rows(self._tokenizer, request)
-        if isinstance(rows, ForcedRows) and all(t == 1 for t in rows.tails):
-            return None
-        return rows
+    async def _score_next_tokens(
+        self, requests: Sequence[ChoiceRequest], single: Sequence[tuple[int, ForcedRows]]
+    ) -> list[ChoiceResult | None]:
+        """Each request's candidates from its prompt's next-token list; None where a
+        candidate is not listed (a floor would only bound it: it is teacher-forced instead)."""
+        chunks = _chunks(list(single), lambda _: 1)
+        done = await asyncio.gather(
+            *(
+                self._next_token_chunk([requests[i] for i, _ in c], [f for _, f in c])
+                for c in chunks
+            )
+        )
+        return [result for chunk in done for result in chunk]
+
+    async def _next_token_chunk(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[ForcedRows]
+    ) -> list[ChoiceResult | None]:
+        if not forced:
+            return []
+        # Rows in token order, so prompts that share a head reach the prefix cache together.
+        prompts = [f.rows[0][:-1] for f in forced]
+        order = sorted(range(len(prompts)), key=prompts.__getitem__)
+        body = next_token_body(
+            self._model,
+            [prompts[i] for i in order],
+            self.config.top_logprobs,
+            self.config.extra_body,
+        )
+        reply = await self._send(body, _COMPLETIONS)
+        if reply.body is None:
+            if reply.status == "invalid" and len(forced) > 1:  # find the one that is too long
+                singles = [
+                    self._next_token_chunk([r], [f]) for r, f in zip(requests, forced, strict=True)
+                ]
+                return [result for [result] in await asyncio.gather(*singles)]
+            return [ChoiceResult.failed(reply.status, reply.error) for _ in forced]
+        lists = next_token_lists(reply.body, len(order))
+        if isinstance(lists, str):
+            return list(await asyncio.gather(*(self._without_logprobs(r, lists) for r in requests)))
+        by_request = dict(zip(order, lists, strict=True))
+        return [
+            None if unlisted(r, by_request[i]) else choice_from_listed(r.candidates, by_request[i])
+            for i, r in enumerate(requests)
+        ]
 
     async def _score_forced(
         self, requests: Sequence[ChoiceRequest], forced: Sequence[tuple[int, ForcedRows]]
     ) -> list[ChoiceResult]:
         """Every forced request, ``MAX_PROMPTS_PER_CALL`` rows a call at most."""
-        chunks: list[list[tuple[int, ForcedRows]]] = [[]]
-        for item in forced:
-            if chunks[-1] and sum(len(f.rows) for _, f in chunks[-1]) + len(item[1].rows) > (
-                MAX_PROMPTS_PER_CALL
-            ):
-                chunks.append([])
-            chunks[-1].append(item)
+        chunks = _chunks(list(forced), lambda item: len(item[1].rows))
         done = await asyncio.gather(
             *(self._score_chunk([requests[i] for i, _ in c], [f for _, f in c]) for c in chunks)
         )
@@ -418,15 +450,9 @@ class OpenAIBackend:
             if reply.http_status == 400 and "logprob" in reply.error.lower():
                 return await self._without_logprobs(request, reply.error)
             return ChoiceResult.failed(reply.status, reply.error)
-        listed = _first_token_logprobs(reply.body)
+        listed = first_token_logprobs(reply.body)
         if not listed:
             return await self._without_logprobs(request, "the response has no logprobs")
-        if self._tokenizer is not None and self.sequence_scoring and _unlisted(request, listed):
-            # A floor value is only a bound: score the candidates exactly instead.
-            rows = forced_rows(self._tokenizer, request)
-            if isinstance(rows, ForcedRows):
-                [exact] = await self._score_chunk([request], [rows])
-                return exact
         return choice_from_listed(request.candidates, listed)
 
     async def _score_by_verdict(self, request: ChoiceRequest) -> ChoiceResult:
@@ -434,7 +460,7 @@ class OpenAIBackend:
         reply = await self._send(self._chat_body(request.messages, prefix, max_tokens, 0.0))
         if reply.body is None:
             return ChoiceResult.failed(reply.status, reply.error)
-        text = _message_text(reply.body)
+        text = message_text(reply.body)
         if text is None:
             return ChoiceResult.failed("error", "the response has no message content")
         return verdict_result(prefix + text, request.candidates)
@@ -448,7 +474,7 @@ class OpenAIBackend:
         reply = await self._send(body)
         if reply.body is None:
             return GenerateResult.failed(reply.status, reply.error)
-        return _generate_result(reply.body, request.n)
+        return generate_result(reply.body, request.n)
 
     def _chat_body(
         self, messages: Sequence[ChatMessage], prefix: str, max_tokens: int, temperature: float
@@ -465,7 +491,7 @@ class OpenAIBackend:
         body["messages"] = turns
         return body
 
-    async def _send(self, body: dict[str, Any], path: str = _CHAT) -> _Reply:
+    async def _send(self, body: dict[str, Any], path: str = _CHAT) -> Reply:
         """One request with retries; never raises for HTTP or transport failures.
 
         Each attempt is bounded by ``attempt_timeout_s``; retries stop when the next attempt
@@ -487,7 +513,7 @@ class OpenAIBackend:
             )
             await self._sleep(delay)
 
-    async def _attempt(self, body: dict[str, Any], path: str, left_s: float) -> _Reply:
+    async def _attempt(self, body: dict[str, Any], path: str, left_s: float) -> Reply:
         limit = max(0.001, min(self.attempt_timeout_s, left_s))
         try:
             # httpx bounds each phase; asyncio.timeout bounds the whole attempt.
@@ -495,12 +521,12 @@ class OpenAIBackend:
                 response = await self._client.post(path, json=body)
         except (httpx.TimeoutException, TimeoutError) as exc:
             why = f"{type(exc).__name__}: no answer within {limit:.3g}s"
-            return _Reply(status="timeout", error=why, retryable=True)
+            return Reply(status="timeout", error=why, retryable=True)
         except (httpx.TransportError, LimiterUnavailable) as exc:
-            return _Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
+            return Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
         except httpx.HTTPError as exc:
-            return _Reply(status="error", error=f"{type(exc).__name__}: {exc}")
-        return _reply_from(response)
+            return Reply(status="error", error=f"{type(exc).__name__}: {exc}")
+        return reply_from(response)
 
 
 def default_attempt_timeout(config: OpenAIConfig) -> float:
@@ -513,174 +539,34 @@ def default_attempt_timeout(config: OpenAIConfig) -> float:
     return config.timeout_s / (config.retry.max_retries + 1)
 
 
-def _failed_all(count: int) -> Callable[[ItemStatus, str], list[ChoiceResult]]:
-    def failed(status: ItemStatus, error: str) -> list[ChoiceResult]:
+def _chunks(items: list[X], weight: Callable[[X], int]) -> list[list[X]]:
+    """``items`` cut into runs of at most ``MAX_PROMPTS_PER_CALL`` rows (an item heavier than
+    that goes alone)."""
+    chunks: list[list[X]] = [[]]
+    load = 0
+    for item in items:
+        if chunks[-1] and load + weight(item) > MAX_PROMPTS_PER_CALL:
+            chunks.append([])
+            load = 0
+        chunks[-1].append(item)
+        load += weight(item)
+    return chunks
+
+
+def _failed_all(count: int) -> Callable[[ItemStatus, str], list[Any]]:
+    def failed(status: ItemStatus, error: str) -> list[Any]:
         return [ChoiceResult.failed(status, error) for _ in range(count)]
 
     return failed
 
 
-def _reply_from(response: httpx.Response) -> _Reply:
-    code = response.status_code
-    if 200 <= code < 300:
-        with contextlib.suppress(ValueError):
-            body = response.json()
-            if isinstance(body, dict):
-                return _Reply(body=body)
-        return _Reply(status="error", error="the server answered with no JSON object")
-    message = _server_message(response)
-    too_long = code == 400 and any(p in message.lower() for p in _TOO_LONG)
-    return _Reply(
-        status="timeout" if code in (408, 504) else "invalid" if too_long else "error",
-        error=f"HTTP {code}: {message}",
-        http_status=code,
-        retryable=code in (408, 429) or code >= 500,
-        retry_after=parse_retry_after(response.headers.get("retry-after")),
-    )
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The server's error message (OpenAI, vLLM or FastAPI shape), cut to 300 characters."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300]
-    if not isinstance(body, dict):
-        return str(body)[:300]
-    error = body.get("error")
-    message = error.get("message") if isinstance(error, dict) else error
-    return str(message or body.get("message") or body.get("detail") or body)[:300]
-
-
-def _first_token_logprobs(body: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """``(token, logprob)`` for the first generated token: its tops, and the sampled one."""
-    try:
-        first = body["choices"][0]["logprobs"]["content"][0]
-        listed: dict[str, float] = {}
-        for entry in [*(first.get("top_logprobs") or []), first]:  # sampled is usually a top
-            listed.setdefault(str(entry["token"]), float(entry["logprob"]))
-        return list(listed.items())
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return []
-
-
-def _unlisted(request: ChoiceRequest, listed: Sequence[tuple[str, float]]) -> bool:
-    """True when some candidate is missing from the first token's list."""
-    found = {token.lstrip(_LEADING) for token, _ in listed}
-    return any(c.lstrip(_LEADING) not in found for c in request.candidates)
-
-
-def choice_from_listed(
-    candidates: Sequence[str], listed: Sequence[tuple[str, float]]
-) -> ChoiceResult:
-    """Score candidates from the ``(token, logprob)`` pairs a server listed (see above).
-
-    >>> choice_from_listed(["A", "B"], [(" A", -0.1), ("B", -2.5), ("The", -4.0)]).best()
-    'A'
-    """
-    found: dict[str, list[float]] = {}
-    for token, logprob in listed:
-        found.setdefault(token.lstrip(_LEADING), []).append(logprob)
-    floor = min(logprob for _, logprob in listed)
-    keys = [c.lstrip(_LEADING) for c in candidates]
-    logprobs = [_logsumexp(found[k]) if k in found else floor for k in keys]
-    result = ChoiceResult.from_logprobs(candidates, logprobs)
-    if not result.ok:
-        return result
-    coverage = sum(math.exp(lp) for k, lp in zip(keys, logprobs, strict=True) if k in found)
-    return dataclasses.replace(result, coverage=min(1.0, coverage))
-
-
-def _logsumexp(values: Sequence[float]) -> float:
-    top = max(values)
-    return top if math.isinf(top) else top + math.log(sum(math.exp(v - top) for v in values))
-
-
-def verdict_result(text: str, candidates: Sequence[str]) -> ChoiceResult:
-    """The candidate a reply names, as a one-hot result (``error`` when it names none).
-
-    Two capital letters are read as a pairwise verdict (a tie is 0.5/0.5), whole numbers
-    as a grade on their range, anything else by the reply's first word.
-
-    >>> verdict_result("Verdict: [[B]]", ["A", "B"]).probs
-    (0.0, 1.0)
-    """
-    probs: tuple[float, ...] | None
-    if len(candidates) == 2 and all(len(c) == 1 and "A" <= c <= "Z" for c in candidates):
-        winner = parse_pairwise_verdict(text, labels=(candidates[0], candidates[1])).winner
-        probs = {"A": (1.0, 0.0), "B": (0.0, 1.0), "tie": (0.5, 0.5), None: None}[winner]
-    elif len(candidates) > 1 and all(re.fullmatch(r"[-+]?\d+", c) for c in candidates):
-        grades = [int(c) for c in candidates]
-        grade = parse_scale_grade(text, low=min(grades), high=max(grades)).grade
-        probs = None if grade is None else tuple(float(g == grade) for g in grades)
-    else:
-        head = text.strip().lstrip("\"'*([ ").lower()
-        hits = [c for c in candidates if re.match(re.escape(c.lower()) + r"(?!\w)", head)]
-        best = max(hits, key=len, default=None)
-        probs = None if best is None else tuple(float(c == best) for c in candidates)
-    if probs is None:
-        return ChoiceResult.failed("error", "unparseable verdict (the server gave no logprobs)")
-    logprobs = tuple(math.log(p) if p > 0 else VERDICT_FLOOR_LOGPROB for p in probs)
-    return ChoiceResult("ok", tuple(candidates), logprobs, probs, coverage=None)
-
-
-def _message_text(body: Mapping[str, Any]) -> str | None:
-    with contextlib.suppress(KeyError, IndexError, TypeError):
-        content = body["choices"][0]["message"]["content"]
-        return content if isinstance(content, str) else None
-    return None
-
-
-def generation_fields(request: GenerateRequest) -> dict[str, Any]:
-    """The chat-completion fields for a request's seed, ``top_p``, ``stop``, ``n`` and schema.
-
-    A schema goes as ``response_format: {"type": "json_schema", ...}`` (vLLM enforces it
-    with guided decoding; servers that ignore it are caught by :mod:`judges.generation`,
-    which validates every reply).
-
-    >>> generation_fields(GenerateRequest([], n=2, stop=["\\n"]))
-    {'stop': ['\\n'], 'n': 2}
-    """
-    fields: dict[str, Any] = {}
-    if request.seed is not None:
-        fields["seed"] = request.seed
-    if request.top_p < 1.0:
-        fields["top_p"] = request.top_p
-    if request.stop:
-        fields["stop"] = list(request.stop)
-    if request.n > 1:
-        fields["n"] = request.n
-    if request.json_schema is not None:
-        fields["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "output", "schema": dict(request.json_schema), "strict": True},
-        }
-    return fields
-
-
-def _generate_result(body: Mapping[str, Any], n: int = 1) -> GenerateResult:
-    """Every choice as a sample, in ``index`` order (``n`` of them expected)."""
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return GenerateResult.failed("error", "the response has no choices")
-    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
-    samples = [_sample(choice) for choice in ordered]
-    if any(s is None for s in samples):
-        return GenerateResult.failed("error", "the response has no message content")
-    if len(samples) < n:
-        return GenerateResult.failed("error", f"asked for {n} samples, got {len(samples)}")
-    usage = body.get("usage")
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    found = [s for s in samples if s is not None][:n]
-    if n == 1 and isinstance(tokens, int):  # usage counts all choices together
-        found[0] = dataclasses.replace(found[0], num_tokens=tokens)
-    return GenerateResult.of(found)
-
-
-def _sample(choice: Any) -> GeneratedText | None:
-    message = choice.get("message") if isinstance(choice, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        return None
-    length = choice.get("finish_reason") == "length"
-    return GeneratedText(content, 0, "length" if length else "stop")
+__all__ = [
+    "BACKEND_NAME",
+    "VERDICT_FLOOR_LOGPROB",
+    "OpenAIBackend",
+    "OpenAIConfig",
+    "choice_from_listed",
+    "generation_fields",
+    "is_verdict",
+    "verdict_result",
+]

@@ -115,6 +115,54 @@ def completions_body(
     }
 
 
+def next_token_body(
+    model: str, prompts: Sequence[list[int]], top: int, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``/v1/completions`` body that lists each prompt's ``top`` likeliest next tokens.
+
+    No ``echo``: vLLM skips its prefix cache for requests that ask for prompt logprobs, and
+    these prompts share long heads (one template, one question) that the cache should keep.
+    """
+    return {
+        **extra,
+        "model": model,
+        "prompt": [list(p) for p in prompts],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": top,
+    }
+
+
+def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str, float]]] | str:
+    """Each prompt's ``(token, logprob)`` list for its first generated token (the legacy
+    completions shape: ``top_logprobs[0]`` maps token text to logprob), or why not."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or len(choices) != count:
+        return f"asked about {count} prompts, the server answered {_count(choices)}"
+    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    lists = []
+    for choice in ordered:
+        listed = _first_listed(choice)
+        if not listed:
+            return "the response has no logprobs"
+        lists.append(listed)
+    return lists
+
+
+def _first_listed(choice: Any) -> list[tuple[str, float]]:
+    try:
+        logprobs = choice["logprobs"]
+        tops = logprobs.get("top_logprobs") or [{}]
+        listed = {str(t): float(lp) for t, lp in (tops[0] or {}).items()}
+        if logprobs.get("tokens") and logprobs.get("token_logprobs"):
+            sampled, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
+            if value is not None:
+                listed.setdefault(str(sampled), float(value))
+        return list(listed.items())
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return []
+
+
 def tail_logprobs(
     body: Mapping[str, Any], rows: Sequence[list[int]], tails: Sequence[int]
 ) -> list[float] | str:

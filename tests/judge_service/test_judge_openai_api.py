@@ -129,3 +129,28 @@ async def test_a_prose_verdict_from_a_server_that_ignores_the_schema_is_parsed(
     # Parsed, not scored by appending '", "verdict": "' to the prose and asking for logprobs.
     assert all("response_format" in sent for sent in judge.run.bodies)
     assert len(judge.run.bodies) == 2
+
+
+async def test_a_g8_round_robin_tournament_is_one_http_call(
+    stand_in: StandIn, tmp_path: Path, embedder: Embedder, model_cache_dir: Path
+) -> None:
+    tokenizer = ChatTokenizer.load(str(resolve_model_dir(None, model_cache_dir)))
+    judge = Judge(stand_in, "proper")
+    opened = tokenizer.prompt_ids([user("x")])[-1]
+    for rank, letter in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ"):  # whichever labels it picks
+        [token] = tokenizer.candidate_ids(letter)
+        judge.run.token_text[token] = letter
+        judge.run.pair_logprobs[(opened, token)] = -0.5 - rank / 10
+    group = {
+        "prompt": "Name a prime number.",
+        "completions": [str(n) for n in (2, 3, 5, 7, 11, 13, 17, 19)],
+        "pairing": "round_robin",
+    }
+    async for client in serve(judge, tmp_path, embedder, tokenizer=tokenizer):
+        response = await client.post("/v1/judge/group", json=group)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == ["ok"] * 8
+    # Issue 19's target is <= 4 calls for this tournament (it was 56, one per order).
+    [call] = judge.run.completions
+    assert len(call["prompt"]) == 56 and judge.run.bodies == []
+    assert call["prompt"] == sorted(call["prompt"])  # shared heads reach the cache together

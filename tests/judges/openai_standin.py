@@ -47,6 +47,9 @@ class Run:  # what the stand-in saw for one test
     completions: list[dict[str, Any]] = field(default_factory=list)
     #: ``(previous token id, token id) -> logprob`` for ``/v1/completions``; others get -9.
     pair_logprobs: dict[tuple[int, int], float] = field(default_factory=dict)
+    #: Token texts for ``/v1/completions`` without echo: a prompt's next-token list holds
+    #: ``token_text[t]`` for every ``(last prompt token, t)`` in ``pair_logprobs``.
+    token_text: dict[int, str] = field(default_factory=dict)
     #: The ``root`` that ``/v1/models`` reports for the model (vLLM: the served directory).
     model_root: str | None = None
 
@@ -141,6 +144,28 @@ UNLISTED_PAIR_LOGPROB = -9.0
 TOO_LONG_CHARS, TOO_LONG_TOKENS = 2000, 400
 
 
+def next_tokens(run: Run, body: dict[str, Any]) -> JSONResponse:
+    """Each token-id prompt's next-token list (legacy completions shape), from the run's
+    ``pair_logprobs`` after the prompt's last token."""
+    choices = []
+    for index, ids in enumerate(body["prompt"]):
+        tops = {
+            run.token_text.get(token, str(token)): logprob
+            for (previous, token), logprob in run.pair_logprobs.items()
+            if previous == ids[-1]
+        }
+        best = max(tops, key=tops.__getitem__) if tops else "x"
+        logprobs = {
+            "tokens": [best],
+            "token_logprobs": [tops.get(best, -0.5)],
+            "top_logprobs": [tops],
+        }
+        choices.append(
+            {"index": index, "text": best, "logprobs": logprobs, "finish_reason": "length"}
+        )
+    return JSONResponse({"object": "text_completion", "choices": list(reversed(choices))})
+
+
 def echoed(run: Run, body: dict[str, Any]) -> JSONResponse:
     """A completion per token-id prompt with its prompt log-probabilities echoed, looked up
     in ``run.pair_logprobs`` (the first token has none, as on vLLM)."""
@@ -219,7 +244,7 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
                     ]
                 }
             )
-        return echoed(run, body)
+        return echoed(run, body) if body.get("echo") else next_tokens(run, body)
 
     @app.get("/{behaviour}/{run_id}/v1/models")
     async def models(behaviour: str, run_id: str) -> Response:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from judges.backends.base import ChoiceRequest, user
+from judges.backends.base import ChatMessage, ChoiceRequest, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.backends.sequence_scoring import ChatTokenizer
 from tests.judges.openai_standin import MODEL, UNLISTED_PAIR_LOGPROB, Run, StandIn, stand_in_server
@@ -100,14 +100,28 @@ async def test_first_token_reading_cannot_see_ten(stand_in: StandIn) -> None:
     assert result.ok and result.best() != "10"
 
 
-async def test_single_token_candidates_keep_the_first_token_path(
+def letters(run: Run, tokenizer: ChatTokenizer, prompt: list[ChatMessage]) -> dict[str, int]:
+    """Let the stand-in list next tokens by their text: A is likelier than B after
+    ``prompt``; returns each letter's id."""
+    ids = {x: tokenizer.candidate_ids(x)[0] for x in "ABC"}
+    run.token_text.update({i: x for x, i in ids.items()})
+    last = tokenizer.prompt_ids(prompt)[-1]
+    run.pair_logprobs.update({(last, ids["A"]): -0.3, (last, ids["B"]): -1.5})
+    return ids
+
+
+async def test_single_token_candidates_are_read_from_one_batched_call(
     stand_in: StandIn, tokenizer: ChatTokenizer
 ) -> None:
     run_id, run = new_run(stand_in)
+    letters(run, tokenizer, [user("pick A")])
+    requests = [ChoiceRequest([user("pick A")], ["A", "B"])] * 56  # a G=8 round robin's orders
     async with backend(stand_in, "proper", run_id, tokenizer) as judge:
-        [result] = await judge.score_choices([ChoiceRequest([user("pick B")], ["A", "B"])])
-    assert result.ok and result.best() == "B"
-    assert run.completions == [] and len(run.bodies) == 1
+        results = await judge.score_choices(requests)
+    assert all(r.ok and r.logprobs == pytest.approx((-0.3, -1.5)) for r in results)
+    [call] = run.completions  # was 56 chat calls
+    assert len(call["prompt"]) == 56 and "echo" not in call and call["logprobs"] == 20
+    assert run.bodies == []
 
 
 async def test_no_echoed_logprobs_gives_a_verdict_for_that_call(
@@ -139,14 +153,16 @@ async def test_a_single_token_candidate_missing_from_the_list_is_scored_exactly(
     stand_in: StandIn, tokenizer: ChatTokenizer
 ) -> None:
     run_id, run = new_run(stand_in)
+    ids = letters(run, tokenizer, [user("pick A")])
     last = tokenizer.prompt_ids([user("pick A")])[-1]
-    a, b, c = (tokenizer.candidate_ids(x)[0] for x in "ABC")
-    run.pair_logprobs.update({(last, a): -0.3, (last, b): -1.5, (last, c): -2.0})
+    run.pair_logprobs[(last, ids["C"])] = -2.0
+    run.token_text.pop(ids["C"])  # listed under another text: "C" is not in the list
     async with backend(stand_in, "proper", run_id, tokenizer) as judge:
         [result] = await judge.score_choices([ChoiceRequest([user("pick A")], ["A", "B", "C"])])
-    # The stand-in's first-token list has no "C": it is teacher-forced, not floored.
+    # Teacher-forced in a second call, not given the list's floor.
     assert result.ok and result.logprobs == pytest.approx((-0.3, -1.5, -2.0))
-    assert len(run.bodies) == 1 and len(run.completions) == 1
+    first, second = run.completions
+    assert "echo" not in first and second["echo"] is True and run.bodies == []
 
 
 async def test_the_tokenizer_is_found_in_the_served_model_s_directory(
