@@ -39,7 +39,9 @@ ANSWERS = (
 @pytest.fixture
 async def vllm(model_cache_dir: Path) -> AsyncIterator[OpenAIBackend]:
     tokenizer = str(resolve_model_dir(None, model_cache_dir))
-    backend = OpenAIBackend(OpenAIConfig(str(URL), MODEL, timeout_s=120), tokenizer=tokenizer)
+    # vLLM-CPU on a shared CI box can take minutes for a batch: no retry within the limit.
+    config = OpenAIConfig(str(URL), MODEL, timeout_s=600)
+    backend = OpenAIBackend(config, tokenizer=tokenizer, attempt_timeout_s=600)
     yield backend
     await backend.aclose()
 
