@@ -1,25 +1,41 @@
 """A judge backend over any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted APIs).
 
-Each item is one ``POST {base_url}/chat/completions``; a batch's items go out concurrently,
-each HTTP attempt bounded by a :class:`~judges.limits.Limiter`. Connect errors, timeouts,
-408, 429 and 5xx are retried with jittered exponential backoff that honours ``Retry-After``;
-other 4xx are not. A failed item gets status ``timeout`` or ``error``, and never raises.
+Every HTTP attempt is bounded by a :class:`~judges.limits.Limiter` and by
+``attempt_timeout_s`` (default: ``config.timeout_s`` split over the tries), and all attempts of
+one call share ``config.timeout_s`` as their deadline, so a retry can follow a timeout.
+Connect errors, timeouts, 408, 429 and 5xx are retried with jittered exponential backoff that
+honours ``Retry-After``; other 4xx are not. An HTTP 400 that blames the input's length
+(vLLM's "maximum context length") is an ``invalid`` item: the caller's data, a 422 at the
+service, never an outage. A failed item gets status ``invalid``, ``timeout`` or ``error``, and
+never raises.
 
-Choice scoring (``choice_mode``): ``"auto"`` asks for ``logprobs: true, top_logprobs: 20,
-max_tokens: 1`` and reads the candidates from the first token's list. A token matches a
-candidate when both are equal after stripping leading whitespace and ``Ġ``/``▁``; matching
-tokens (``"A"``, ``" A"``) are summed. An unlisted candidate gets the *floor*: the lowest
-listed logprob, an upper bound on its true one; ``coverage`` counts listed candidates only
-(0.0 with uniform ``probs`` when none is). When the server gives no logprobs (null, absent,
-or a 400 that mentions them) the item falls back to a verdict, and later calls go straight
-to verdicts. ``"logprobs"`` never falls back (an ``error`` instead); ``"verdict"`` always
-generates a short reply and parses it with :mod:`judges.parsing`.
+``compat`` says which fields the server takes: ``vllm``/``sglang`` take
+``continue_final_message`` (an assistant prefix is sent as a final assistant turn), token-id
+prompts in lists on ``/v1/completions`` and ``max_tokens``; ``openai`` gets none of those and
+``max_completion_tokens`` (OpenAI's reasoning models refuse ``max_tokens``).
 
-A verdict result has ``coverage=None`` (:func:`is_verdict`), ``probs`` 1.0 for the parsed
-candidate (0.5/0.5 for a pairwise tie) and ``logprobs = log(probs)``, ``log(0)`` clamped to
-``VERDICT_FLOOR_LOGPROB``. Only the first token is scored, so candidates should be single
-tokens (the vLLM and local backends score longer ones). An assistant prefix is sent as a
-final assistant turn with vLLM/SGLang's ``continue_final_message`` (unless ``prefill=False``).
+Choice scoring (``choice_mode="auto"``), two ways, named in ``info.details["choice_scoring"]``:
+
+* ``sequence``: the judge's tokenizer is known (given, or found in the directory vLLM reports
+  as the model's ``root``) and ``compat`` is vllm/sglang. A whole batch goes to
+  ``/v1/completions`` as lists of token-id prompts built exactly as the local backend builds
+  them (:mod:`judges.backends.sequence_scoring`): requests whose candidates are single
+  distinct tokens in one call that lists each prompt's next tokens, the others (a grade "10"
+  is two tokens for SmolLM2 and Qwen) and any with an unlisted candidate teacher-forced with
+  echoed logprobs in one more. A G=8 round-robin tournament is one call (issue 19).
+* ``first_token``: one chat call per item, ``logprobs: true, top_logprobs: 20`` and
+  ``max_tokens: 1``; candidates are read from the first token's list. A token matches a
+  candidate when both are equal after stripping leading whitespace and ``Ġ``/``▁``; matching
+  tokens (``"A"``, ``" A"``) are summed. An unlisted candidate gets the *floor*: the lowest
+  listed logprob, an upper bound on its true one; ``coverage`` counts listed candidates only.
+  Only single-token candidates are exact this way.
+
+A reply without logprobs (null, absent, or a 400 that mentions them) makes that item, in that
+call only, a generated verdict parsed with :mod:`judges.parsing` (issue 19: it used to switch
+the whole process to verdicts for good). ``"logprobs"`` mode never falls back (an ``error``
+instead); ``"verdict"`` always generates a short reply. A verdict result has
+``coverage=None`` (:func:`is_verdict`), ``probs`` 1.0 for the parsed candidate (0.5/0.5 for a
+pairwise tie) and ``logprobs = log(probs)``, ``log(0)`` clamped to ``VERDICT_FLOOR_LOGPROB``.
 
 Example::
 
@@ -101,9 +117,10 @@ MAX_PROMPTS_PER_CALL = 256
 class OpenAIConfig:
     """Where the server is and how to talk to it.
 
-    ``base_url`` is the OpenAI root with ``/v1``, as for the OpenAI SDK. ``timeout_s``
-    bounds each HTTP attempt; ``max_concurrency`` sizes the default in-process limiter;
-    ``extra_body`` is merged into every request body (``chat_template_kwargs``, ...).
+    ``base_url`` is the OpenAI root with ``/v1``, as for the OpenAI SDK. ``timeout_s`` is one
+    call's deadline, retries included (each attempt: the backend's ``attempt_timeout_s``);
+    ``max_concurrency`` sizes the default in-process limiter; ``extra_body`` is merged into
+    every request body (``chat_template_kwargs``, ...).
     Example: ``OpenAIConfig("http://vllm:8000/v1", model="Qwen/Qwen2.5-7B-Instruct")``.
     """
 
