@@ -1,7 +1,7 @@
 """A judge backend over any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted APIs).
 
 Every HTTP attempt is bounded by a :class:`~judges.limits.Limiter` and by
-``attempt_timeout_s`` (default: ``config.timeout_s`` split over the tries), and all attempts of
+``attempt_timeout_s`` (default: half of ``config.timeout_s``), and all attempts of
 one call share ``config.timeout_s`` as their deadline, so a retry can follow a timeout.
 Connect errors, timeouts, 408, 429 and 5xx are retried with jittered exponential backoff that
 honours ``Retry-After``; other 4xx are not. An HTTP 400 that blames the input's length
@@ -547,13 +547,14 @@ class OpenAIBackend:
 
 
 def default_attempt_timeout(config: OpenAIConfig) -> float:
-    """A per-attempt timeout that leaves room for retries within ``config.timeout_s``: the
-    deadline shared by every attempt (issue 19: when both were 300 s no retry could happen).
+    """Half of ``config.timeout_s`` (the deadline every attempt of a call shares), so that one
+    retry can follow a timed-out attempt (issue 19: when both were 300 s none could). Half,
+    not a share per retry: a slow server's long generations must still fit in one attempt.
 
     >>> default_attempt_timeout(OpenAIConfig("http://x/v1", "m", timeout_s=300.0))
-    75.0
+    150.0
     """
-    return config.timeout_s / (config.retry.max_retries + 1)
+    return config.timeout_s / 2
 
 
 def _chunks(items: list[X], weight: Callable[[X], int]) -> list[list[X]]:
