@@ -131,7 +131,8 @@ class LocalBackend:
         else:
             path = Path(self._model_ref)
             model_id = path.stem if path.suffix == ".gguf" else path.name
-        details = {"device": self._device, "dtype": self._dtype}
+        # Multi-token candidates are teacher-forced (hf_runtime), so "10" is read whole.
+        details = {"device": self._device, "dtype": self._dtype, "choice_scoring": "sequence"}
         if self._model_dir is not None:
             details["model_dir"] = str(self._model_dir)
         return BackendInfo(name=BACKEND_NAME, model_id=model_id, details=details)

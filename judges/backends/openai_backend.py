@@ -1,25 +1,41 @@
 """A judge backend over any OpenAI-compatible server (vLLM, SGLang, llama.cpp, hosted APIs).
 
-Each item is one ``POST {base_url}/chat/completions``; a batch's items go out concurrently,
-each HTTP attempt bounded by a :class:`~judges.limits.Limiter`. Connect errors, timeouts,
-408, 429 and 5xx are retried with jittered exponential backoff that honours ``Retry-After``;
-other 4xx are not. A failed item gets status ``timeout`` or ``error``, and never raises.
+Every HTTP attempt is bounded by a :class:`~judges.limits.Limiter` and by
+``attempt_timeout_s`` (default: half of ``config.timeout_s``), and all attempts of
+one call share ``config.timeout_s`` as their deadline, so a retry can follow a timeout.
+Connect errors, timeouts, 408, 429 and 5xx are retried with jittered exponential backoff that
+honours ``Retry-After``; other 4xx are not. An HTTP 400 that blames the input's length
+(vLLM's "maximum context length") is an ``invalid`` item: the caller's data, a 422 at the
+service, never an outage. A failed item gets status ``invalid``, ``timeout`` or ``error``, and
+never raises.
 
-Choice scoring (``choice_mode``): ``"auto"`` asks for ``logprobs: true, top_logprobs: 20,
-max_tokens: 1`` and reads the candidates from the first token's list. A token matches a
-candidate when both are equal after stripping leading whitespace and ``Ġ``/``▁``; matching
-tokens (``"A"``, ``" A"``) are summed. An unlisted candidate gets the *floor*: the lowest
-listed logprob, an upper bound on its true one; ``coverage`` counts listed candidates only
-(0.0 with uniform ``probs`` when none is). When the server gives no logprobs (null, absent,
-or a 400 that mentions them) the item falls back to a verdict, and later calls go straight
-to verdicts. ``"logprobs"`` never falls back (an ``error`` instead); ``"verdict"`` always
-generates a short reply and parses it with :mod:`judges.parsing`.
+``compat`` says which fields the server takes: ``vllm``/``sglang`` take
+``continue_final_message`` (an assistant prefix is sent as a final assistant turn), token-id
+prompts in lists on ``/v1/completions`` and ``max_tokens``; ``openai`` gets none of those and
+``max_completion_tokens`` (OpenAI's reasoning models refuse ``max_tokens``).
 
-A verdict result has ``coverage=None`` (:func:`is_verdict`), ``probs`` 1.0 for the parsed
-candidate (0.5/0.5 for a pairwise tie) and ``logprobs = log(probs)``, ``log(0)`` clamped to
-``VERDICT_FLOOR_LOGPROB``. Only the first token is scored, so candidates should be single
-tokens (the vLLM and local backends score longer ones). An assistant prefix is sent as a
-final assistant turn with vLLM/SGLang's ``continue_final_message`` (unless ``prefill=False``).
+Choice scoring (``choice_mode="auto"``), two ways, named in ``info.details["choice_scoring"]``:
+
+* ``sequence``: the judge's tokenizer is known (given, or found in the directory vLLM reports
+  as the model's ``root``) and ``compat`` is vllm/sglang. A whole batch goes to
+  ``/v1/completions`` as lists of token-id prompts built exactly as the local backend builds
+  them (:mod:`judges.backends.sequence_scoring`): requests whose candidates are single
+  distinct tokens in one call that lists each prompt's next tokens, the others (a grade "10"
+  is two tokens for SmolLM2 and Qwen) and any with an unlisted candidate teacher-forced with
+  echoed logprobs in one more. A G=8 round-robin tournament is one call (issue 19).
+* ``first_token``: one chat call per item, ``logprobs: true, top_logprobs: 20`` and
+  ``max_tokens: 1``; candidates are read from the first token's list. A token matches a
+  candidate when both are equal after stripping leading whitespace and ``Ġ``/``▁``; matching
+  tokens (``"A"``, ``" A"``) are summed. An unlisted candidate gets the *floor*: the lowest
+  listed logprob, an upper bound on its true one; ``coverage`` counts listed candidates only.
+  Only single-token candidates are exact this way.
+
+A reply without logprobs (null, absent, or a 400 that mentions them) makes that item, in that
+call only, a generated verdict parsed with :mod:`judges.parsing` (issue 19: it used to switch
+the whole process to verdicts for good). ``"logprobs"`` mode never falls back (an ``error``
+instead); ``"verdict"`` always generates a short reply. A verdict result has
+``coverage=None`` (:func:`is_verdict`), ``probs`` 1.0 for the parsed candidate (0.5/0.5 for a
+pairwise tie) and ``logprobs = log(probs)``, ``log(0)`` clamped to ``VERDICT_FLOOR_LOGPROB``.
 
 Example::
 
@@ -31,12 +47,9 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
-import math
 import random
-import re
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -46,7 +59,6 @@ from judges.backends.base import (
     ChatMessage,
     ChoiceRequest,
     ChoiceResult,
-    GeneratedText,
     GenerateRequest,
     GenerateResult,
     ItemStatus,
@@ -55,11 +67,33 @@ from judges.backends.base import (
 )
 from judges.backends.http_transport import (
     HttpClient,
-    HttpReply,
     HttpTransport,
     TransportFailure,
     TransportTimeout,
     make_transport,
+)
+from judges.backends.openai_replies import (
+    VERDICT_FLOOR_LOGPROB,
+    Reply,
+    choice_from_listed,
+    first_token_logprobs,
+    generate_result,
+    generation_fields,
+    is_verdict,
+    message_text,
+    reply_from,
+    unlisted,
+    verdict_result,
+)
+from judges.backends.sequence_scoring import (
+    ChatTokenizer,
+    ForcedRows,
+    completions_body,
+    forced_rows,
+    local_tokenizer_dir,
+    next_token_body,
+    next_token_lists,
+    tail_logprobs,
 )
 from judges.lifecycle import READY, Readiness
 from judges.limits import (
@@ -67,31 +101,32 @@ from judges.limits import (
     Limiter,
     LimiterUnavailable,
     RetryPolicy,
-    parse_retry_after,
 )
-from judges.parsing import parse_pairwise_verdict, parse_scale_grade
 
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "openai-compatible"
-VERDICT_FLOOR_LOGPROB = -100.0
-"""The logprob a verdict result gives a candidate that was not chosen (``log(0)`` clamped)."""
 
 ChoiceMode = Literal["auto", "logprobs", "verdict"]
+Compat = Literal["vllm", "sglang", "openai"]
 Sleep = Callable[[float], Awaitable[None]]
-R = TypeVar("R", ChoiceResult, GenerateResult)
-_LEADING = " \t\n\r\u0120\u2581"  # whitespace, and the GPT-2 / SentencePiece space markers
+T = TypeVar("T")
+X = TypeVar("X")
 _CHAT = "chat/completions"
+_COMPLETIONS = "completions"
+MAX_PROMPTS_PER_CALL = 256
+"""The most prompts one batched ``/v1/completions`` call carries."""
 
 
 @dataclass(frozen=True, slots=True)
 class OpenAIConfig:
     """Where the server is and how to talk to it.
 
-    ``base_url`` is the OpenAI root with ``/v1``, as for the OpenAI SDK. ``timeout_s``
-    bounds each HTTP attempt; ``max_concurrency`` sizes the default in-process limiter;
-    ``extra_body`` is merged into every request body (``chat_template_kwargs``, ...);
-    ``http_client`` picks the HTTP library (:mod:`judges.backends.http_transport`).
+    ``base_url`` is the OpenAI root with ``/v1``, as for the OpenAI SDK. ``timeout_s`` is one
+    call's deadline, retries included (each attempt: the backend's ``attempt_timeout_s``);
+    ``max_concurrency`` sizes the default in-process limiter; ``extra_body`` is merged into
+    every request body (``chat_template_kwargs``, ...); ``http_client`` picks the HTTP library
+    (:mod:`judges.backends.http_transport`).
     Example: ``OpenAIConfig("http://vllm:8000/v1", model="Qwen/Qwen2.5-7B-Instruct")``.
     """
 
@@ -107,21 +142,6 @@ class OpenAIConfig:
     max_concurrency: int = 256
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     http_client: HttpClient = "aiohttp"
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    body: dict[str, Any] | None = None
-    status: ItemStatus = "ok"
-    error: str = ""
-    http_status: int | None = None
-    retryable: bool = False
-    retry_after: float | None = None
-
-
-def is_verdict(result: ChoiceResult) -> bool:
-    """True when an ``ok`` result came from a parsed verdict rather than logprobs."""
-    return result.ok and result.coverage is None
 
 
 class OpenAIBackend:
@@ -143,23 +163,39 @@ class OpenAIBackend:
         transport: HttpTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        compat: Compat = "vllm",
+        attempt_timeout_s: float | None = None,
+        tokenizer: ChatTokenizer | str | None = None,
     ) -> None:
         if config.top_logprobs < 1 or config.verdict_max_tokens < 1:
             raise ValueError("top_logprobs and verdict_max_tokens must be positive")
         self.config = config
+        self.compat: Compat = compat
+        self.attempt_timeout_s = attempt_timeout_s or default_attempt_timeout(config)
+        self._tokenizer = ChatTokenizer.load(tokenizer) if isinstance(tokenizer, str) else tokenizer
         self._limiter = limiter or InProcessLimiter(max_concurrency=config.max_concurrency)
         self._owns_limiter = owns_limiter or limiter is None
         self._owns_transport = transport is None
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._transport = transport or make_transport(
-            config.http_client, config.base_url, headers=headers, timeout_s=config.timeout_s
+            config.http_client, config.base_url, headers=headers, timeout_s=self.attempt_timeout_s
         )
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._logprobs_supported = config.choice_mode != "verdict"
         self._model = config.model
         self._start_error: str | None = None
+        self._tokenizer_looked = False
         self._closed = False
+
+    @property
+    def sequence_scoring(self) -> bool:
+        """True when multi-token candidates are teacher-forced (a tokenizer is known and the
+        server takes token-id prompts with echoed log-probabilities: vLLM, SGLang)."""
+        return (
+            self._tokenizer is not None
+            and self.compat != "openai"
+            and self.config.choice_mode != "verdict"
+        )
 
     @property
     def started(self) -> bool:
@@ -167,15 +203,21 @@ class OpenAIBackend:
         return bool(self._model)
 
     async def start(self) -> None:
-        """With no configured model, use the one the server lists at ``GET /models``.
+        """With no configured model, use the one the server lists at ``GET /models``; with
+        no tokenizer given, use the served model's directory when it exists on this machine.
 
         vLLM and llama.cpp's server serve one model, so the judge works with just the URL.
         Raises ``RuntimeError`` when the server is unreachable or lists no model.
         """
-        if self._model:
-            return
+        if not self._model:
+            await self._find_model()
+        if self._tokenizer is None and not self._tokenizer_looked and self.compat != "openai":
+            self._tokenizer_looked = True
+            self._tokenizer = await self._local_tokenizer()
+
+    async def _find_model(self) -> None:
         try:
-            served = await self._served_models()
+            served = [card["id"] for card in await self._model_cards()]
         except RuntimeError as exc:
             self._start_error = str(exc)
             raise
@@ -186,19 +228,35 @@ class OpenAIBackend:
             )
         self._model = served[0]
 
-    async def _served_models(self) -> list[str]:
+    async def _local_tokenizer(self) -> ChatTokenizer | None:
+        """The tokenizer in the directory vLLM reports as the model's ``root``, when that
+        directory is on this machine (the same host, or a shared volume); else None."""
+        try:
+            cards = await self._model_cards()
+        except RuntimeError:
+            return None
+        root = next((c.get("root") for c in cards if c["id"] == self._model), None)
+        if not isinstance(root, str) or not local_tokenizer_dir(root):
+            return None
+        try:
+            return await asyncio.to_thread(ChatTokenizer.load, root)
+        except (OSError, ValueError) as exc:
+            logger.warning("could not load the tokenizer in %s: %s", root, exc)
+            return None
+
+    async def _model_cards(self) -> list[dict[str, Any]]:
         try:
             response = await self._transport.get("models")
             if response.status_code >= 400:
                 raise ValueError(f"HTTP {response.status_code}")
-            served = [str(m["id"]) for m in response.json().get("data", [])]
+            cards = [dict(m, id=str(m["id"])) for m in response.json().get("data", [])]
         except (TransportFailure, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RuntimeError(
                 f"could not list the models of {self.config.base_url}: {exc}"
             ) from exc
-        if not served:
+        if not cards:
             raise RuntimeError(f"{self.config.base_url} serves no model")
-        return served
+        return cards
 
     @property
     def readiness(self) -> Readiness:
@@ -212,9 +270,17 @@ class OpenAIBackend:
 
     @property
     def info(self) -> BackendInfo:
-        """Backend name, model id, and whether choices are still scored from logprobs."""
-        details = {"base_url": self.config.base_url, "choice_mode": self.config.choice_mode}
-        return BackendInfo(BACKEND_NAME, self._model, self._logprobs_supported, details)
+        """Backend name, model id, whether choices are asked for as logprobs, and how:
+        ``choice_scoring`` is ``sequence`` (every candidate's full token sequence) or
+        ``first_token`` (candidates read from the first token's list)."""
+        details = {
+            "base_url": self.config.base_url,
+            "choice_mode": self.config.choice_mode,
+            "compat": self.compat,
+            "choice_scoring": "sequence" if self.sequence_scoring else "first_token",
+        }
+        logprobs = self.config.choice_mode != "verdict"
+        return BackendInfo(BACKEND_NAME, self._model, logprobs, details)
 
     async def aclose(self) -> None:
         """Close the HTTP client and the limiter if they are the backend's."""
@@ -239,11 +305,140 @@ class OpenAIBackend:
         return None
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
-        """Score every request concurrently; one result per request, in order."""
+        """Score every request; one result per request, in order.
+
+        With :attr:`sequence_scoring` on, the batch goes to ``/v1/completions`` as a few
+        calls with lists of token-id prompts (see :meth:`_score_batched`); otherwise each
+        request is one chat call, scored from the first token's list.
+        """
         if problem := await self._missing_model():
             return [ChoiceResult.failed("error", problem) for _ in requests]
+        if self._tokenizer is not None and self.sequence_scoring:
+            return await self._score_batched(self._tokenizer, requests)
         items = (self._guard(self._score_one(r), ChoiceResult.failed) for r in requests)
         return list(await asyncio.gather(*items))
+
+    async def _score_batched(
+        self, tokenizer: ChatTokenizer, requests: Sequence[ChoiceRequest]
+    ) -> list[ChoiceResult]:
+        """Requests whose candidates are single distinct tokens: one call listing every
+        prompt's next tokens; the others, and any whose candidate was not listed, are
+        teacher-forced in one more call (issue 19: a G=8 tournament was 56 calls)."""
+        results: list[ChoiceResult | None] = [None] * len(requests)
+        single: list[tuple[int, ForcedRows]] = []
+        forced: list[tuple[int, ForcedRows]] = []
+        for index, request in enumerate(requests):
+            rows = forced_rows(tokenizer, request)
+            if isinstance(rows, ChoiceResult):
+                results[index] = rows
+            else:
+                (single if all(t == 1 for t in rows.tails) else forced).append((index, rows))
+        listed, by_sequence = await asyncio.gather(
+            self._guard(self._score_next_tokens(requests, single), _failed_all(len(single))),
+            self._guard(self._score_forced(requests, forced), _failed_all(len(forced))),
+        )
+        again = [item for item, result in zip(single, listed, strict=True) if result is None]
+        rescored = await self._guard(self._score_forced(requests, again), _failed_all(len(again)))
+        answered: list[tuple[int, ChoiceResult | None]] = [
+            (index, result) for (index, _), result in zip(single, listed, strict=True)
+        ]
+        answered += [(index, r) for (index, _), r in zip(forced, by_sequence, strict=True)]
+        answered += [(index, r) for (index, _), r in zip(again, rescored, strict=True)]
+        for index, result in answered:
+            if result is not None:
+                results[index] = result
+        return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
+
+    async def _score_next_tokens(
+        self, requests: Sequence[ChoiceRequest], single: Sequence[tuple[int, ForcedRows]]
+    ) -> list[ChoiceResult | None]:
+        """Each request's candidates from its prompt's next-token list; None where a
+        candidate is not listed (a floor would only bound it: it is teacher-forced instead)."""
+        chunks = _chunks(list(single), lambda _: 1)
+        done = await asyncio.gather(
+            *(
+                self._next_token_chunk([requests[i] for i, _ in c], [f for _, f in c])
+                for c in chunks
+            )
+        )
+        return [result for chunk in done for result in chunk]
+
+    async def _next_token_chunk(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[ForcedRows]
+    ) -> list[ChoiceResult | None]:
+        if not forced:
+            return []
+        # Rows in token order, so prompts that share a head reach the prefix cache together.
+        prompts = [f.rows[0][:-1] for f in forced]
+        order = sorted(range(len(prompts)), key=prompts.__getitem__)
+        body = next_token_body(
+            self._model,
+            [prompts[i] for i in order],
+            self.config.top_logprobs,
+            self.config.extra_body,
+        )
+        reply = await self._send(body, _COMPLETIONS)
+        if reply.body is None:
+            if reply.status == "invalid" and len(forced) > 1:  # find the one that is too long
+                singles = [
+                    self._next_token_chunk([r], [f]) for r, f in zip(requests, forced, strict=True)
+                ]
+                return [result for [result] in await asyncio.gather(*singles)]
+            return [ChoiceResult.failed(reply.status, reply.error) for _ in forced]
+        lists = next_token_lists(reply.body, len(order))
+        if isinstance(lists, str):
+            return list(await asyncio.gather(*(self._without_logprobs(r, lists) for r in requests)))
+        by_request = dict(zip(order, lists, strict=True))
+        return [
+            None if unlisted(r, by_request[i]) else choice_from_listed(r.candidates, by_request[i])
+            for i, r in enumerate(requests)
+        ]
+
+    async def _score_forced(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[tuple[int, ForcedRows]]
+    ) -> list[ChoiceResult]:
+        """Every forced request, ``MAX_PROMPTS_PER_CALL`` rows a call at most."""
+        chunks = _chunks(list(forced), lambda item: len(item[1].rows))
+        done = await asyncio.gather(
+            *(self._score_chunk([requests[i] for i, _ in c], [f for _, f in c]) for c in chunks)
+        )
+        return [result for chunk in done for result in chunk]
+
+    async def _score_chunk(
+        self, requests: Sequence[ChoiceRequest], forced: Sequence[ForcedRows]
+    ) -> list[ChoiceResult]:
+        if not forced:
+            return []
+        rows = [row for f in forced for row in f.rows]
+        tails = [tail for f in forced for tail in f.tails]
+        body = completions_body(self._model, rows, self.config.extra_body)
+        reply = await self._send(body, _COMPLETIONS)
+        if reply.body is None:
+            if reply.status == "invalid" and len(forced) > 1:  # find the one that is too long
+                singles = [
+                    self._score_chunk([r], [f]) for r, f in zip(requests, forced, strict=True)
+                ]
+                return [result for [result] in await asyncio.gather(*singles)]
+            return [ChoiceResult.failed(reply.status, reply.error) for _ in forced]
+        sums = tail_logprobs(reply.body, rows, tails)
+        if isinstance(sums, str):
+            return list(await asyncio.gather(*(self._without_logprobs(r, sums) for r in requests)))
+        out, start = [], 0
+        for request, f in zip(requests, forced, strict=True):
+            out.append(
+                ChoiceResult.from_logprobs(request.candidates, sums[start : start + len(f.rows)])
+            )
+            start += len(f.rows)
+        return out
+
+    async def _without_logprobs(self, request: ChoiceRequest, why: str) -> ChoiceResult:
+        """This call got no logprobs: a parsed verdict for it (``auto``), or an error."""
+        if self.config.choice_mode == "logprobs":
+            return ChoiceResult.failed("error", f"no logprobs from the server: {why}")
+        logger.debug(
+            "%s gave no logprobs (%s); this item uses a verdict", self.config.base_url, why
+        )
+        return await self._score_by_verdict(request)
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
         """Generate every reply concurrently; one result per request, in order."""
@@ -253,7 +448,7 @@ class OpenAIBackend:
         return list(await asyncio.gather(*items))
 
     @staticmethod
-    async def _guard(work: Awaitable[R], failed: Callable[[ItemStatus, str], R]) -> R:
+    async def _guard(work: Awaitable[T], failed: Callable[[ItemStatus, str], T]) -> T:
         try:
             return await work
         except Exception as exc:  # one item never sinks the batch
@@ -264,40 +459,31 @@ class OpenAIBackend:
         problem = validate_choice(request)
         if problem:
             return ChoiceResult.failed("invalid", problem)
-        if self._logprobs_supported:
-            result = await self._score_by_logprobs(request)
-            if result is not None:
-                return result
-        return await self._score_by_verdict(request)
+        if self.config.choice_mode == "verdict":
+            return await self._score_by_verdict(request)
+        return await self._score_by_logprobs(request)
 
-    async def _score_by_logprobs(self, request: ChoiceRequest) -> ChoiceResult | None:
-        """The logprob result, or None when the server has no logprobs (fall back)."""
+    async def _score_by_logprobs(self, request: ChoiceRequest) -> ChoiceResult:
+        """The candidates from the first token's list; a reply without logprobs makes this
+        call (only) a parsed verdict, never the calls after it (issue 19)."""
         body = self._chat_body(request.messages, request.assistant_prefix, 1, 0.0)
         body.update(logprobs=True, top_logprobs=self.config.top_logprobs)
         reply = await self._send(body)
         if reply.body is None:
             if reply.http_status == 400 and "logprob" in reply.error.lower():
-                return self._no_logprobs(reply.error)
+                return await self._without_logprobs(request, reply.error)
             return ChoiceResult.failed(reply.status, reply.error)
-        listed = _first_token_logprobs(reply.body)
+        listed = first_token_logprobs(reply.body)
         if not listed:
-            return self._no_logprobs("the response has no logprobs")
+            return await self._without_logprobs(request, "the response has no logprobs")
         return choice_from_listed(request.candidates, listed)
-
-    def _no_logprobs(self, why: str) -> ChoiceResult | None:
-        if self.config.choice_mode == "logprobs":
-            return ChoiceResult.failed("error", f"no logprobs from the server: {why}")
-        if self._logprobs_supported:
-            logger.warning("%s gives no logprobs (%s); using verdicts", self.config.base_url, why)
-        self._logprobs_supported = False
-        return None
 
     async def _score_by_verdict(self, request: ChoiceRequest) -> ChoiceResult:
         prefix, max_tokens = request.assistant_prefix, self.config.verdict_max_tokens
         reply = await self._send(self._chat_body(request.messages, prefix, max_tokens, 0.0))
         if reply.body is None:
             return ChoiceResult.failed(reply.status, reply.error)
-        text = _message_text(reply.body)
+        text = message_text(reply.body)
         if text is None:
             return ChoiceResult.failed("error", "the response has no message content")
         return verdict_result(prefix + text, request.candidates)
@@ -311,202 +497,98 @@ class OpenAIBackend:
         reply = await self._send(body)
         if reply.body is None:
             return GenerateResult.failed(reply.status, reply.error)
-        return _generate_result(reply.body, request.n)
+        return generate_result(reply.body, request.n)
 
     def _chat_body(
         self, messages: Sequence[ChatMessage], prefix: str, max_tokens: int, temperature: float
     ) -> dict[str, Any]:
         turns = [{"role": m["role"], "content": m["content"]} for m in messages]
         body: dict[str, Any] = {**self.config.extra_body, "model": self._model}
-        body.update(max_tokens=max_tokens, temperature=temperature)
+        # OpenAI's reasoning models refuse max_tokens; vLLM and SGLang take max_tokens.
+        body["max_completion_tokens" if self.compat == "openai" else "max_tokens"] = max_tokens
+        body["temperature"] = temperature
         if prefix:
             turns.append({"role": "assistant", "content": prefix})
-            if self.config.prefill:
+            if self.config.prefill and self.compat != "openai":  # vLLM/SGLang-only fields
                 body.update(continue_final_message=True, add_generation_prompt=False)
         body["messages"] = turns
         return body
 
-    async def _send(self, body: dict[str, Any]) -> _Reply:
-        """One chat request with retries; never raises for HTTP or transport failures."""
+    async def _send(self, body: dict[str, Any], path: str = _CHAT) -> Reply:
+        """One request with retries; never raises for HTTP or transport failures.
+
+        Each attempt is bounded by ``attempt_timeout_s``; retries stop when the next attempt
+        could not finish before ``config.timeout_s`` (the whole call's deadline) runs out.
+        """
         retry = self.config.retry
+        deadline = time.monotonic() + self.config.timeout_s
         attempt = 0
         while True:
-            reply = await self._attempt(body)
+            reply = await self._attempt(body, path, deadline - time.monotonic())
             if not reply.retryable or attempt >= retry.max_retries:
                 return reply
             delay = retry.delay(attempt, reply.retry_after, self._rng)
+            if time.monotonic() + delay >= deadline:
+                return reply
             attempt += 1
             logger.warning(
                 "retry %d/%d in %.2fs: %s", attempt, retry.max_retries, delay, reply.error
             )
             await self._sleep(delay)
 
-    async def _attempt(self, body: dict[str, Any]) -> _Reply:
+    async def _attempt(self, body: dict[str, Any], path: str, left_s: float) -> Reply:
+        limit = max(0.001, min(self.attempt_timeout_s, left_s))
         try:
             # The transport bounds the call; asyncio.timeout bounds the whole attempt.
-            async with self._limiter.acquire(), asyncio.timeout(self.config.timeout_s):
-                response = await self._transport.post_json(_CHAT, body)
+            async with self._limiter.acquire(), asyncio.timeout(limit):
+                response = await self._transport.post_json(path, body)
         except (TransportTimeout, TimeoutError) as exc:
-            why = f"{type(exc).__name__}: no answer within {self.config.timeout_s}s"
-            return _Reply(status="timeout", error=why, retryable=True)
+            why = f"{type(exc).__name__}: no answer within {limit:.3g}s"
+            return Reply(status="timeout", error=why, retryable=True)
         except (TransportFailure, LimiterUnavailable) as exc:
-            return _Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
-        return _reply_from(response)
+            return Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
+        return reply_from(response)
 
 
-def _reply_from(response: HttpReply) -> _Reply:
-    code = response.status_code
-    if 200 <= code < 300:
-        with contextlib.suppress(ValueError):
-            body = response.json()
-            if isinstance(body, dict):
-                return _Reply(body=body)
-        return _Reply(status="error", error="the server answered with no JSON object")
-    return _Reply(
-        status="timeout" if code in (408, 504) else "error",
-        error=f"HTTP {code}: {_server_message(response)}",
-        http_status=code,
-        retryable=code in (408, 429) or code >= 500,
-        retry_after=parse_retry_after(response.headers.get("retry-after")),
-    )
+def default_attempt_timeout(config: OpenAIConfig) -> float:
+    """Half of ``config.timeout_s`` (the deadline every attempt of a call shares), so that one
+    retry can follow a timed-out attempt (issue 19: when both were 300 s none could). Half,
+    not a share per retry: a slow server's long generations must still fit in one attempt.
 
-
-def _server_message(response: HttpReply) -> str:
-    """The server's error message (OpenAI, vLLM or FastAPI shape), cut to 300 characters."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300]
-    if not isinstance(body, dict):
-        return str(body)[:300]
-    error = body.get("error")
-    message = error.get("message") if isinstance(error, dict) else error
-    return str(message or body.get("message") or body.get("detail") or body)[:300]
-
-
-def _first_token_logprobs(body: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """``(token, logprob)`` for the first generated token: its tops, and the sampled one."""
-    try:
-        first = body["choices"][0]["logprobs"]["content"][0]
-        listed: dict[str, float] = {}
-        for entry in [*(first.get("top_logprobs") or []), first]:  # sampled is usually a top
-            listed.setdefault(str(entry["token"]), float(entry["logprob"]))
-        return list(listed.items())
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return []
-
-
-def choice_from_listed(
-    candidates: Sequence[str], listed: Sequence[tuple[str, float]]
-) -> ChoiceResult:
-    """Score candidates from the ``(token, logprob)`` pairs a server listed (see above).
-
-    >>> choice_from_listed(["A", "B"], [(" A", -0.1), ("B", -2.5), ("The", -4.0)]).best()
-    'A'
+    >>> default_attempt_timeout(OpenAIConfig("http://x/v1", "m", timeout_s=300.0))
+    150.0
     """
-    found: dict[str, list[float]] = {}
-    for token, logprob in listed:
-        found.setdefault(token.lstrip(_LEADING), []).append(logprob)
-    floor = min(logprob for _, logprob in listed)
-    keys = [c.lstrip(_LEADING) for c in candidates]
-    logprobs = [_logsumexp(found[k]) if k in found else floor for k in keys]
-    result = ChoiceResult.from_logprobs(candidates, logprobs)
-    if not result.ok:
-        return result
-    coverage = sum(math.exp(lp) for k, lp in zip(keys, logprobs, strict=True) if k in found)
-    return dataclasses.replace(result, coverage=min(1.0, coverage))
+    return config.timeout_s / 2
 
 
-def _logsumexp(values: Sequence[float]) -> float:
-    top = max(values)
-    return top if math.isinf(top) else top + math.log(sum(math.exp(v - top) for v in values))
+def _chunks(items: list[X], weight: Callable[[X], int]) -> list[list[X]]:
+    """``items`` cut into runs of at most ``MAX_PROMPTS_PER_CALL`` rows (an item heavier than
+    that goes alone)."""
+    chunks: list[list[X]] = [[]]
+    load = 0
+    for item in items:
+        if chunks[-1] and load + weight(item) > MAX_PROMPTS_PER_CALL:
+            chunks.append([])
+            load = 0
+        chunks[-1].append(item)
+        load += weight(item)
+    return chunks
 
 
-def verdict_result(text: str, candidates: Sequence[str]) -> ChoiceResult:
-    """The candidate a reply names, as a one-hot result (``error`` when it names none).
+def _failed_all(count: int) -> Callable[[ItemStatus, str], list[Any]]:
+    def failed(status: ItemStatus, error: str) -> list[Any]:
+        return [ChoiceResult.failed(status, error) for _ in range(count)]
 
-    Two capital letters are read as a pairwise verdict (a tie is 0.5/0.5), whole numbers
-    as a grade on their range, anything else by the reply's first word.
-
-    >>> verdict_result("Verdict: [[B]]", ["A", "B"]).probs
-    (0.0, 1.0)
-    """
-    probs: tuple[float, ...] | None
-    if len(candidates) == 2 and all(len(c) == 1 and "A" <= c <= "Z" for c in candidates):
-        winner = parse_pairwise_verdict(text, labels=(candidates[0], candidates[1])).winner
-        probs = {"A": (1.0, 0.0), "B": (0.0, 1.0), "tie": (0.5, 0.5), None: None}[winner]
-    elif len(candidates) > 1 and all(re.fullmatch(r"[-+]?\d+", c) for c in candidates):
-        grades = [int(c) for c in candidates]
-        grade = parse_scale_grade(text, low=min(grades), high=max(grades)).grade
-        probs = None if grade is None else tuple(float(g == grade) for g in grades)
-    else:
-        head = text.strip().lstrip("\"'*([ ").lower()
-        hits = [c for c in candidates if re.match(re.escape(c.lower()) + r"(?!\w)", head)]
-        best = max(hits, key=len, default=None)
-        probs = None if best is None else tuple(float(c == best) for c in candidates)
-    if probs is None:
-        return ChoiceResult.failed("error", "unparseable verdict (the server gave no logprobs)")
-    logprobs = tuple(math.log(p) if p > 0 else VERDICT_FLOOR_LOGPROB for p in probs)
-    return ChoiceResult("ok", tuple(candidates), logprobs, probs, coverage=None)
+    return failed
 
 
-def _message_text(body: Mapping[str, Any]) -> str | None:
-    with contextlib.suppress(KeyError, IndexError, TypeError):
-        content = body["choices"][0]["message"]["content"]
-        return content if isinstance(content, str) else None
-    return None
-
-
-def generation_fields(request: GenerateRequest) -> dict[str, Any]:
-    """The chat-completion fields for a request's seed, ``top_p``, ``stop``, ``n`` and schema.
-
-    A schema goes as ``response_format: {"type": "json_schema", ...}`` (vLLM enforces it
-    with guided decoding; servers that ignore it are caught by :mod:`judges.generation`,
-    which validates every reply).
-
-    >>> generation_fields(GenerateRequest([], n=2, stop=["\\n"]))
-    {'stop': ['\\n'], 'n': 2}
-    """
-    fields: dict[str, Any] = {}
-    if request.seed is not None:
-        fields["seed"] = request.seed
-    if request.top_p < 1.0:
-        fields["top_p"] = request.top_p
-    if request.stop:
-        fields["stop"] = list(request.stop)
-    if request.n > 1:
-        fields["n"] = request.n
-    if request.json_schema is not None:
-        fields["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "output", "schema": dict(request.json_schema), "strict": True},
-        }
-    return fields
-
-
-def _generate_result(body: Mapping[str, Any], n: int = 1) -> GenerateResult:
-    """Every choice as a sample, in ``index`` order (``n`` of them expected)."""
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return GenerateResult.failed("error", "the response has no choices")
-    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
-    samples = [_sample(choice) for choice in ordered]
-    if any(s is None for s in samples):
-        return GenerateResult.failed("error", "the response has no message content")
-    if len(samples) < n:
-        return GenerateResult.failed("error", f"asked for {n} samples, got {len(samples)}")
-    usage = body.get("usage")
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    found = [s for s in samples if s is not None][:n]
-    if n == 1 and isinstance(tokens, int):  # usage counts all choices together
-        found[0] = dataclasses.replace(found[0], num_tokens=tokens)
-    return GenerateResult.of(found)
-
-
-def _sample(choice: Any) -> GeneratedText | None:
-    message = choice.get("message") if isinstance(choice, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, str):
-        return None
-    length = choice.get("finish_reason") == "length"
-    return GeneratedText(content, 0, "length" if length else "stop")
+__all__ = [
+    "BACKEND_NAME",
+    "VERDICT_FLOOR_LOGPROB",
+    "OpenAIBackend",
+    "OpenAIConfig",
+    "choice_from_listed",
+    "generation_fields",
+    "is_verdict",
+    "verdict_result",
+]

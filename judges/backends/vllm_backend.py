@@ -363,6 +363,7 @@ class VLLMBackend:
             "SmolLM2-135M-Instruct" if self._model_ref is None else Path(self._model_ref).name
         )
         details = {k: str(v) for k, v in self._engine_kwargs.items() if v is not None}
+        details["choice_scoring"] = "sequence"  # multi-token candidates are teacher-forced
         return BackendInfo(name=BACKEND_NAME, model_id=name, details=details)
 
     async def start(self) -> None:

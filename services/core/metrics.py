@@ -43,6 +43,12 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.judge_verdict_fallback = Counter(
+            "plaudit_judge_verdict_fallback_total",
+            "Choice items asked for logprobs that the judge server answered without them, so "
+            "that item (only) was scored from a parsed verdict (issue 19)",
+            registry=self.registry,
+        )
         self.idempotency = Counter(
             "plaudit_idempotency_total",
             "Requests with an Idempotency-Key by outcome (computed, replayed, conflict, "

@@ -64,7 +64,9 @@ def _openai(settings: Settings) -> JudgeBackend:
         max_concurrency=settings.judge.max_concurrency,
         rpm=settings.judge.rpm,
     )
-    return OpenAIBackend(config, limiter=limiter, owns_limiter=True)
+    return OpenAIBackend(
+        config, limiter=limiter, owns_limiter=True, tokenizer=settings.judge.tokenizer
+    )
 
 
 def _vllm(settings: Settings) -> JudgeBackend:

@@ -1,7 +1,12 @@
 """A content-addressed cache in front of a judge backend, with in-flight sharing.
 
-The key hashes everything that decides a verdict: backend, model id, the operation, its
-parameters and the full rendered messages (which carry the template version). Identical
+The key hashes everything that decides a verdict: backend, model id, how choices are scored
+(``choice_mode``, ``choice_scoring``, ``compat`` of the backend's details), the operation, its
+parameters and the full rendered messages (which carry the template version). A choice result
+that a server answered without logprobs (a parsed verdict, ``coverage`` None) from a backend
+that asks for logprobs is not stored: the next call asks again rather than replaying a one-hot
+verdict as if it were probabilities (issue 19), and it is counted in
+``plaudit_judge_verdict_fallback_total``. Identical
 requests that arrive while one is being computed wait for that one instead of calling the
 backend again. Only successful results are cached; failures are retried next time.
 """
@@ -31,6 +36,7 @@ from services.core.metrics import Metrics
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req", ChoiceRequest, GenerateRequest)
+_SCORING_DETAILS = ("choice_mode", "choice_scoring", "compat")
 Res = TypeVar("Res", ChoiceResult, GenerateResult)
 
 
@@ -57,6 +63,7 @@ class CachedJudge:
         payload = {
             "backend": info.name,
             "model": info.model_id,
+            "scoring": {k: info.details.get(k) for k in _SCORING_DETAILS},
             "op": op,
             "request": dataclasses.asdict(request),
         }
@@ -138,8 +145,20 @@ class CachedJudge:
             results[key] = result
             futures[key].set_result(result)
             self._count("miss")
-            if result.status == "ok":
+            if self._fell_back(result):
+                if self._metrics is not None:
+                    self._metrics.judge_verdict_fallback.inc()
+            elif result.status == "ok":
                 await self._store(key, _encode(result))
+
+    def _fell_back(self, result: ChoiceResult | GenerateResult) -> bool:
+        """A choice result parsed from a reply although logprobs were asked for."""
+        return (
+            isinstance(result, ChoiceResult)
+            and result.ok
+            and result.coverage is None
+            and self.backend.info.supports_logprobs
+        )
 
     async def _lookup(self, key: str) -> bytes | None:
         """The cached verdict; None also when the cache is down (the judge works without it)."""

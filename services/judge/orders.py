@@ -48,10 +48,13 @@ class PairJudgment:
 
 
 def from_choice(order: Order, result: ChoiceResult) -> OrderJudgment:
-    """P(first slot better) is the probability of the letter "A"."""
+    """P(first slot better) is the probability of the letter "A". A result without
+    ``coverage`` is a verdict the backend parsed from a reply because that call had no
+    logprobs (the OpenAI backend's fallback), so its source says ``parsed`` (issue 19)."""
     if not result.ok:
         return OrderJudgment(order, None, result.status, result.error)
-    return OrderJudgment(order, float(result.probs[0]), "ok", source="logprob")
+    source: Source = "parsed" if result.coverage is None else "logprob"
+    return OrderJudgment(order, float(result.probs[0]), "ok", source=source)
 
 
 def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
@@ -66,13 +69,20 @@ def from_generation(order: Order, result: GenerateResult) -> OrderJudgment:
 
 
 def from_structured(order: Order, result: GenerationResult) -> OrderJudgment:
-    """The ``verdict`` field ("A", "B" or "tie") of a schema-valid reply; a reply that does
-    not validate (cut at the token budget, or a server that ignored the schema) is kept as
-    an ``unparseable`` order with its raw text, like a free-text reply without a verdict."""
+    """The ``verdict`` field ("A", "B" or "tie") of a schema-valid reply. A reply that does
+    not validate (cut at the token budget, or a server that ignored the schema) is read as a
+    prose verdict line when it has one, else kept as an ``unparseable`` order with its raw
+    text, like a free-text reply without a verdict."""
     if not result.ok:
         return OrderJudgment(order, None, result.status, result.error)
     sample = result.samples[0]
     if not sample.ok:
+        # A server that ignores response_format may still write a prose verdict ("Verdict:
+        # [[A]]"): parse it rather than score a letter appended to it (issue 19).
+        verdict = parse_pairwise_verdict(sample.text, labels=("A", "B"))
+        if verdict.ok:
+            p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[verdict.winner or "tie"]
+            return OrderJudgment(order, p_first, "ok", reply=sample.text, source="parsed")
         return OrderJudgment(order, None, "unparseable", sample.error, sample.text)
     p_first = {"A": 1.0, "B": 0.0, "tie": 0.5}[sample.value["verdict"]]
     return OrderJudgment(order, p_first, "ok", reply=sample.text, source="structured")

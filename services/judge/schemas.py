@@ -21,6 +21,7 @@ from services.core.schemas import (
 )
 
 Mode = Literal["logprob", "generate"]
+VerdictSource = Literal["logprob", "parsed", "scored", "structured"]
 
 
 class JudgeOptions(StrictModel):
@@ -66,7 +67,7 @@ class OrderResult(BaseModel):
     verdict: Literal["first", "second"] | None = None
     error: str | None = None
     reply: str | None = None
-    verdict_source: Literal["logprob", "parsed", "scored", "structured"] | None = Field(
+    verdict_source: VerdictSource | None = Field(
         default=None,
         description="logprob: letter probabilities; parsed: the reply's verdict line; "
         "scored: letter probabilities after a reply without a parseable verdict; "
@@ -78,8 +79,24 @@ class JudgeStamp(BaseModel):
     backend: str
     model: str
     template: str
-    mode: Mode
+    mode: Mode = Field(
+        description="how the verdicts were obtained: 'logprob' (probabilities) or 'generate' "
+        "(generated replies); a logprob request whose server gave no logprobs for every item "
+        "says 'generate'"
+    )
     sampling: dict[str, float | int | None]
+    verdict_source: VerdictSource | Literal["mixed"] | None = Field(
+        default=None,
+        description="where this call's verdicts came from (see OrderResult.verdict_source; "
+        "'parsed' in logprob mode: the server gave no logprobs for that call, issue 19); "
+        "'mixed' when items differ, null when none was judged",
+    )
+    choice_scoring: Literal["sequence", "first_token"] | None = Field(
+        default=None,
+        description="how candidates of several tokens (a grade of 10) are scored: 'sequence' "
+        "(every candidate's full token sequence), 'first_token' (read from the first token's "
+        "list: only single-token candidates are exact); null: not said by the backend",
+    )
 
 
 class PairwiseResponse(BaseModel):

@@ -91,7 +91,7 @@ class JudgeService:
             consistent=pair.consistent,
             status=pair.status,
             orders=[_order_out(o) for o in pair.orders],
-            judge=self._stamp(template, request),
+            judge=self._stamp(template, request, _sources([pair])),
         )
 
     async def group(self, request: GroupRequest) -> GroupResponse:
@@ -149,6 +149,8 @@ class JudgeService:
             for cid, out in zip(completion_ids(request.completions), outcomes, strict=True)
         ]
         _unavailable_if_nothing_judged([r.status for r in results], results[0].error)
+        sources = ["parsed" if o.coverage is None else "logprob" for o in outcomes if o.ok]
+        source = _summary(sources)
         info = self._judge.backend.info
         response = ScaleResponse(
             k=request.k,
@@ -157,8 +159,10 @@ class JudgeService:
                 backend=info.name,
                 model=info.model_id,
                 template=template.ref,
-                mode="logprob",
+                mode="generate" if source == "parsed" else "logprob",
                 sampling={"temperature": 0.0},
+                verdict_source=source,
+                choice_scoring=_choice_scoring(info.details),
             ),
         )
         await self._store("judge.scale", request, response.model_dump())
@@ -285,7 +289,7 @@ class JudgeService:
             ],
             inconsistency_rate=_inconsistency(judged),
             first_slot_rate=_first_slot_rate(judged),
-            judge=self._stamp(template, request),
+            judge=self._stamp(template, request, _sources(judged)),
         )
 
     async def _store(
@@ -318,8 +322,13 @@ class JudgeService:
         ref = options.template or DEFAULT_TEMPLATES[options.mode]
         return _load(ref, "choice" if options.mode == "logprob" else "generate")
 
-    def _stamp(self, template: PromptTemplate, options: JudgeOptions) -> JudgeStamp:
+    def _stamp(
+        self, template: PromptTemplate, options: JudgeOptions, sources: list[str]
+    ) -> JudgeStamp:
+        """What produced the verdicts; ``sources`` are the judged orders' verdict sources, so
+        a logprob call that a server answered without logprobs says so (issue 19)."""
         info = self._judge.backend.info
+        source = _summary(sources)
         sampling: dict[str, float | int | None] = {"temperature": 0.0}
         if options.mode == "generate":
             sampling["max_new_tokens"] = options.max_new_tokens
@@ -327,13 +336,31 @@ class JudgeService:
                 options.verdict_fallback == "score" and info.supports_logprobs
             )
             sampling["structured"] = int(template.parser == structured.JSON_PARSER)
+        parsed_only = options.mode == "logprob" and source == "parsed"
         return JudgeStamp(
             backend=info.name,
             model=info.model_id,
             template=template.ref,
-            mode=options.mode,
+            mode="generate" if parsed_only else options.mode,
             sampling=sampling,
+            verdict_source=source,
+            choice_scoring=_choice_scoring(info.details),
         )
+
+
+def _sources(judged: Sequence[order_logic.PairJudgment]) -> list[str]:
+    return [o.source for p in judged for o in p.orders if o.source is not None]
+
+
+def _summary(sources: Sequence[str]) -> Any:
+    """The one source of every verdict, ``mixed``, or None when nothing was judged."""
+    distinct = set(sources)
+    return distinct.pop() if len(distinct) == 1 else ("mixed" if distinct else None)
+
+
+def _choice_scoring(details: dict[str, str]) -> Any:
+    value = details.get("choice_scoring")
+    return value if value in ("sequence", "first_token") else None
 
 
 def _load(ref: str, kind: str) -> PromptTemplate:

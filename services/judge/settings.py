@@ -20,6 +20,12 @@ class JudgeSettings(BaseModel):
     )
     base_url: str | None = Field(default=None, description="openai backend: server URL")
     api_key: str | None = Field(default=None, description="openai backend: bearer key")
+    tokenizer: str | None = Field(
+        default=None,
+        description="openai backend on vLLM/SGLang: local HF directory with the served model's "
+        "tokenizer and chat template, so grades of several tokens ('10') are scored whole "
+        "(default: the directory the server reports as the model's root, if it exists here)",
+    )
     device: str = "cpu"
     timeout_s: float = Field(default=300.0, gt=0, description="per backend call")
     max_batch_size: int = Field(default=8, ge=1, description="sequences per forward pass")

@@ -13,6 +13,7 @@ BENCHMARKS.md, Rubrics).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from services.core.schemas import ItemStatus
 from services.judge.cached import CachedJudge
 from services.rubrics.prompts import p_yes, render, rubric_listing
 from services.rubrics.schemas import Criterion
-from services.rubrics.verdicts import parse_verdicts
+from services.rubrics.verdicts import parse_verdicts, verdicts_schema
 
 FenceCode = Callable[[PromptTemplate, str], "str | None"]
 """``JudgeService.fence_code``: the boundary code of a template and question (None: none)."""
@@ -112,12 +113,17 @@ class RubricJudge:
     async def generate(
         self, template: PromptTemplate, case: Case, texts: Sequence[str]
     ) -> list[list[Judged]]:
-        """Every criterion's verdict from one generated JSON reply per completion."""
+        """Every criterion's verdict from one generated JSON reply per completion, decoded
+        under the per-criterion schema (:func:`verdicts_schema`) on every backend."""
         listing = rubric_listing(case.criteria)
         code = self._code(template, case)
+        schema = verdicts_schema([c.id for c in case.criteria], self._max_new_tokens)
         requests = [
-            render(template, code, response=text, rubric=listing, **case.values()).generate_request(
-                max_new_tokens=self._max_new_tokens
+            dataclasses.replace(
+                render(
+                    template, code, response=text, rubric=listing, **case.values()
+                ).generate_request(max_new_tokens=self._max_new_tokens),
+                json_schema=schema,
             )
             for text in texts
         ]

@@ -16,8 +16,47 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: Tokens of JSON syntax per verdict (``{"id": "c1", "met": true, "reason": ""}``) and around
+#: the list; a reason gets ``REASON_CHARS_PER_TOKEN`` characters per token left (SmolLM2 averages
+#: about 4 characters a token on English, 3 leaves room), as services/judge/structured.py does.
+JSON_TOKENS_PER_VERDICT = 20
+JSON_OVERHEAD_TOKENS = 8
+REASON_CHARS_PER_TOKEN = 3
+
+
+def verdicts_schema(ids: Sequence[str], max_new_tokens: int) -> dict[str, Any]:
+    """The reply's JSON schema: exactly one verdict per criterion id, with reasons bounded so
+    that the whole object fits ``max_new_tokens`` (issue 19: with no schema the 135M judge's
+    replies never parsed). Backends enforce it while decoding (local: xgrammar; OpenAI path:
+    ``response_format``).
+
+    >>> verdicts_schema(["c1", "c2"], 128)["properties"]["verdicts"]["maxItems"]
+    2
+    """
+    left = max_new_tokens - JSON_OVERHEAD_TOKENS - JSON_TOKENS_PER_VERDICT * len(ids)
+    reason_chars = max(0, left // max(1, len(ids)) * REASON_CHARS_PER_TOKEN)
+    verdict = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "enum": list(ids)},
+            "met": {"type": "boolean"},
+            "reason": {"type": "string", "maxLength": reason_chars},
+        },
+        "required": ["id", "met", "reason"],
+        "additionalProperties": False,
+    }
+    verdicts = {"type": "array", "items": verdict, "minItems": len(ids), "maxItems": len(ids)}
+    return {
+        "type": "object",
+        "properties": {"verdicts": verdicts},
+        "required": ["verdicts"],
+        "additionalProperties": False,
+    }
+
 
 _FENCE = re.compile(r"^```(?:json)?\s*\n(?P<body>.*)\n```$", re.DOTALL)
 

@@ -49,6 +49,8 @@ async def test_pairwise_swap_in_one_batched_call(
         "template": "pairwise@2",
         "mode": "logprob",
         "sampling": {"temperature": 0.0},
+        "verdict_source": "logprob",
+        "choice_scoring": None,  # the scripted backend does not say
     }
 
 

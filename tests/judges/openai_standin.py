@@ -1,7 +1,9 @@
 """A stand-in OpenAI-compatible judge server on a loopback port, written once for every test
 that needs a real HTTP judge: the backend's own tests and the replica tests (issue 10).
 
-Its routes are ``/{behaviour}/{run}/v1/chat/completions`` and ``/{behaviour}/{run}/v1/models``:
+Its routes are ``/{behaviour}/{run}/v1/chat/completions``, ``/{behaviour}/{run}/v1/completions``
+(token-id prompts, echoed log-probabilities from the run's ``pair_logprobs`` table) and
+``/{behaviour}/{run}/v1/models``:
 ``behaviour`` picks what it does on purpose (logprobs, none, 429 then success, 500s, hanging,
 400, slow, slower) and ``run`` keeps the requests of one test apart in a :class:`Run` record.
 It runs on its own event loop in a background thread, so separate processes (``plaudit
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -40,6 +44,14 @@ class Run:  # what the stand-in saw for one test
     headers: list[dict[str, str]] = field(default_factory=list)
     in_flight: int = 0
     peak: int = 0
+    completions: list[dict[str, Any]] = field(default_factory=list)
+    #: ``(previous token id, token id) -> logprob`` for ``/v1/completions``; others get -9.
+    pair_logprobs: dict[tuple[int, int], float] = field(default_factory=dict)
+    #: Token texts for ``/v1/completions`` without echo: a prompt's next-token list holds
+    #: ``token_text[t]`` for every ``(last prompt token, t)`` in ``pair_logprobs``.
+    token_text: dict[int, str] = field(default_factory=dict)
+    #: The ``root`` that ``/v1/models`` reports for the model (vLLM: the served directory).
+    model_root: str | None = None
 
 
 def chat_reply(content: str, usage: Any = None, **choice: Any) -> JSONResponse:
@@ -86,9 +98,14 @@ def proper(body: dict[str, Any]) -> JSONResponse:
 
 
 def verdict_only(body: dict[str, Any], *, drop: bool = False) -> JSONResponse:
-    """A server without logprobs: replies with the text after ``reply:`` in the prompt."""
+    """A server without logprobs: replies with the text after ``reply:`` in the prompt, else
+    a verdict for the second label of a pairwise prompt."""
     text = user_text(body)
-    content = text.split("reply:", 1)[1] if "reply:" in text else "Verdict: [[B]]"
+    if "reply:" in text:
+        content = text.split("reply:", 1)[1]
+    else:  # a pairwise template names its labels: "Reply with a single letter: X or Y."
+        labels = re.search(r"single letter: (\w) or (\w)\.", text)
+        content = f"Verdict: [[{labels[2] if labels else 'B'}]]"
     return chat_reply(content, drop_logprobs=drop)
 
 
@@ -96,13 +113,16 @@ def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
     """``n`` choices (listed last first): JSON under a ``response_format`` schema, unless the
     server ignores it; ``one-choice`` answers one choice whatever ``n`` is."""
     n = 1 if behaviour == "one-choice" else int(body.get("n", 1))
-    follows = "response_format" in body and behaviour != "ignores-schema"
+    follows = "response_format" in body and behaviour not in ("ignores-schema", "prose-verdict")
+    prose = "After thought, Verdict: [[A]]" if behaviour == "prose-verdict" else None
     choices = [
         {
             "index": i,
             "message": {
                 "role": "assistant",
-                "content": json.dumps({"answer": i}) if follows else "Sure! The answer is 1.",
+                "content": json.dumps({"answer": i})
+                if follows
+                else prose or "Sure! The answer is 1.",
             },
             "finish_reason": "stop",
         }
@@ -112,6 +132,56 @@ def structured(body: dict[str, Any], behaviour: str) -> JSONResponse:
     return JSONResponse(
         {"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
     )
+
+
+CONTEXT_LENGTH_ERROR = (
+    "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens "
+    "(4099 in the messages, 1 in the completion). Please reduce the length of the messages."
+)
+UNLISTED_PAIR_LOGPROB = -9.0
+#: ``context-length``: a chat prompt longer than this many characters, or a token-id prompt
+#: longer than this many tokens, is refused with vLLM's HTTP 400.
+TOO_LONG_CHARS, TOO_LONG_TOKENS = 2000, 400
+
+
+def next_tokens(run: Run, body: dict[str, Any]) -> JSONResponse:
+    """Each token-id prompt's next-token list (legacy completions shape), from the run's
+    ``pair_logprobs`` after the prompt's last token."""
+    choices = []
+    for index, ids in enumerate(body["prompt"]):
+        tops = {
+            run.token_text.get(token, str(token)): logprob
+            for (previous, token), logprob in run.pair_logprobs.items()
+            if previous == ids[-1]
+        }
+        best = max(tops, key=tops.__getitem__) if tops else "x"
+        logprobs = {
+            "tokens": [best],
+            "token_logprobs": [tops.get(best, -0.5)],
+            "top_logprobs": [tops],
+        }
+        choices.append(
+            {"index": index, "text": best, "logprobs": logprobs, "finish_reason": "length"}
+        )
+    return JSONResponse({"object": "text_completion", "choices": list(reversed(choices))})
+
+
+def echoed(run: Run, body: dict[str, Any]) -> JSONResponse:
+    """A completion per token-id prompt with its prompt log-probabilities echoed, looked up
+    in ``run.pair_logprobs`` (the first token has none, as on vLLM)."""
+    choices = []
+    for index, ids in enumerate(body["prompt"]):
+        values: list[float | None] = [None]
+        for previous, token in itertools.pairwise(ids):
+            values.append(run.pair_logprobs.get((previous, token), UNLISTED_PAIR_LOGPROB))
+        tokens = [str(t) for t in ids]
+        if body.get("max_tokens", 16) > 0:  # the generated token
+            tokens, values = [*tokens, "x"], [*values, -0.5]
+        logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": None}
+        choices.append(
+            {"index": index, "text": "x", "logprobs": logprobs, "finish_reason": "length"}
+        )
+    return JSONResponse({"object": "text_completion", "choices": list(reversed(choices))})
 
 
 def error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -129,11 +199,13 @@ async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
         return error(429, "slow down", {"Retry-After": str(RETRY_AFTER_S)})
     if behaviour.startswith("fail500x") and count <= int(behaviour.removeprefix("fail500x")):
         return error(500, "internal error")
+    if behaviour == "context-length" and len(user_text(body)) > TOO_LONG_CHARS:
+        return error(400, CONTEXT_LENGTH_ERROR)
     if behaviour == "bad-request":
         return error(400, "unknown field 'frobnicate'")
     if behaviour == "not-json":
         return Response("<html>gateway</html>", 200, media_type="text/html")
-    if behaviour in ("structured", "ignores-schema", "one-choice"):
+    if behaviour in ("structured", "ignores-schema", "one-choice", "prose-verdict"):
         return structured(body, behaviour)
     await asyncio.sleep(DELAYS.get(behaviour, 0))
     return proper(body)
@@ -156,11 +228,30 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
         finally:
             run.in_flight -= 1
 
+    @app.post("/{behaviour}/{run_id}/v1/completions")
+    async def completions(behaviour: str, run_id: str, request: Request) -> Response:
+        run = runs.setdefault(run_id, Run())
+        body = await request.json()
+        run.completions.append(body)
+        if behaviour == "context-length" and max(map(len, body["prompt"])) > TOO_LONG_TOKENS:
+            return error(400, CONTEXT_LENGTH_ERROR)
+        if behaviour in ("null-logprobs", "absent-logprobs"):
+            return JSONResponse(
+                {
+                    "choices": [
+                        {"index": i, "text": "x", "logprobs": None}
+                        for i in range(len(body["prompt"]))
+                    ]
+                }
+            )
+        return echoed(run, body) if body.get("echo") else next_tokens(run, body)
+
     @app.get("/{behaviour}/{run_id}/v1/models")
     async def models(behaviour: str, run_id: str) -> Response:
         if behaviour == "no-models":
             return JSONResponse({"object": "list", "data": []})
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        card = {"id": MODEL, "object": "model", "root": runs.get(run_id, Run()).model_root}
+        return JSONResponse({"object": "list", "data": [card]})
 
     return app
 

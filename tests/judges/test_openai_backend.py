@@ -127,6 +127,17 @@ async def test_assistant_prefix_is_sent_as_a_prefilled_turn(harness: Harness) ->
     assert "continue_final_message" not in second
 
 
+async def test_compat_openai_sends_only_fields_openai_takes(harness: Harness) -> None:
+    config = harness.backend("proper").config
+    async with OpenAIBackend(config, compat="openai") as backend:
+        [result] = await backend.score_choices([ask("pick A", prefix="Verdict: ")])
+        await backend.generate([GenerateRequest([user("hi")], max_new_tokens=5)])
+    assert result.ok
+    for sent in harness.run.bodies:  # OpenAI's reasoning models refuse max_tokens
+        assert "max_tokens" not in sent and sent["max_completion_tokens"] in (1, 5)
+        assert "continue_final_message" not in sent and "add_generation_prompt" not in sent
+
+
 @pytest.mark.parametrize("behaviour", ["null-logprobs", "absent-logprobs", "rejects-logprobs"])
 async def test_missing_logprobs_fall_back_to_a_parsed_verdict(
     harness: Harness, behaviour: str
@@ -134,7 +145,7 @@ async def test_missing_logprobs_fall_back_to_a_parsed_verdict(
     grades = tuple(str(i) for i in range(1, 6))
     async with harness.backend(behaviour) as backend:
         [first] = await backend.score_choices([ask("Judge. reply:After thought, [[A]]")])
-        assert not backend.info.supports_logprobs
+        assert backend.info.supports_logprobs, "one reply without logprobs is not sticky"
         later = await backend.score_choices(
             [ask("Grade. reply:Score: 4", grades), ask("reply:I cannot decide"), ask("x")]
         )
@@ -144,8 +155,10 @@ async def test_missing_logprobs_fall_back_to_a_parsed_verdict(
     assert grade.ok and grade.best() == "4" and grade.probs[3] == 1.0
     assert unparseable.status == "error" and "unparseable" in (unparseable.error or "")
     assert default.best() == "B"
-    asked = [bool(b.get("logprobs")) for b in harness.run.bodies]
-    assert asked == [True, False, False, False, False]  # later calls go straight to verdicts
+    # Issue 19: every call asks for logprobs again (before, later calls went straight to
+    # verdicts for the life of the process): 4 items, each a logprob ask and a verdict.
+    asked = sorted(bool(b.get("logprobs")) for b in harness.run.bodies)
+    assert asked == [False] * 4 + [True] * 4
 
 
 async def test_logprobs_mode_reports_missing_logprobs_instead(harness: Harness) -> None:
@@ -191,12 +204,24 @@ async def test_500s_are_retried_with_growing_backoff_until_retries_run_out(
 
 async def test_a_hanging_server_gives_timeout_items(harness: Harness) -> None:
     retry = RetryPolicy(max_retries=1)
-    async with harness.backend("hang", timeout_s=0.3, retry=retry) as backend:
-        [choice] = await backend.score_choices([ask("pick A")])
-        [generated] = await backend.generate([GenerateRequest([user("hi")])])
+    backend = harness.backend("hang", timeout_s=30, retry=retry)
+    async with OpenAIBackend(backend.config, sleep=harness.sleep, attempt_timeout_s=0.3) as judge:
+        [choice] = await judge.score_choices([ask("pick A")])
+        [generated] = await judge.generate([GenerateRequest([user("hi")])])
+    await backend.aclose()
     assert choice.status == "timeout" and generated.status == "timeout"
     assert "Timeout" in (choice.error or "")
     assert len(harness.run.bodies) == 4  # two attempts per item
+
+
+async def test_the_default_attempt_timeout_leaves_room_for_a_retry(harness: Harness) -> None:
+    # Issue 19: the per-attempt timeout equalled the request's (300 s), so no retry could
+    # ever follow a timeout. Now attempts share the deadline: 0.6 s over 2 tries is 0.3 s each.
+    retry = RetryPolicy(max_retries=1, backoff_base_s=0.01, backoff_max_s=0.01)
+    async with harness.backend("hang", timeout_s=0.6, retry=retry) as backend:
+        assert backend.attempt_timeout_s == pytest.approx(0.3)
+        [choice] = await backend.score_choices([ask("pick A")])
+    assert choice.status == "timeout" and len(harness.run.bodies) == 2
 
 
 @pytest.mark.parametrize(

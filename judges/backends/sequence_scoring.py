@@ -1,0 +1,194 @@
+"""Score choice candidates by their whole token sequence on an OpenAI-compatible server.
+
+Reading a 1..K grade from the first generated token cannot see a grade of two tokens ("10"
+is ``1``, ``0`` for SmolLM2 and Qwen tokenizers), so grade 10 got a floor value and "1" took
+its probability (issue 19). Here every candidate is teacher-forced instead, as the local and
+in-process vLLM backends do: one prompt per candidate, ``prompt ids + candidate ids``, sent as
+token ids to ``/v1/completions`` with ``echo`` and ``logprobs``, and the log-probabilities of
+the candidate's own positions are summed. When one candidate's tokens are a prefix of
+another's (``"1"`` and ``"10"``) every candidate ends with the end-of-sequence token, so
+``"1"`` means "exactly 1". All rows of a batch go out in a list of prompts (vLLM and SGLang
+take one), rows of one prompt next to each other so the server's prefix cache sees them
+together.
+
+The prompt ids come from the judge's own tokenizer and chat template (:class:`ChatTokenizer`),
+built exactly as :mod:`judges.backends.hf_runtime` builds them, so the same weights give the
+same numbers on every backend.
+
+Example::
+
+    tokenizer = ChatTokenizer.load("/data/models/Qwen2.5-7B-Instruct")
+    rows = forced_rows(tokenizer, ChoiceRequest([user("Grade 1-10")], ["1", "10"]))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judges.backends.base import ChatMessage, ChoiceRequest, ChoiceResult, validate_choice
+
+
+class ChatTokenizer:
+    """The judge model's tokenizer and chat template (a ``transformers`` tokenizer inside)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer defines no end-of-sequence token")
+        self._tokenizer = tokenizer
+        self.end_id = int(tokenizer.eos_token_id)
+
+    @classmethod
+    def load(cls, path: str) -> ChatTokenizer:
+        """The tokenizer of a local HF model directory (imports ``transformers`` lazily)."""
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(path))
+
+    def prompt_ids(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> list[int]:
+        """``messages`` with the chat template and an open assistant turn, then the prefix."""
+        text = self._tokenizer.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+        )
+        ids: list[int] = self._tokenizer.encode(text + assistant_prefix, add_special_tokens=False)
+        return ids
+
+    def candidate_ids(self, candidate: str) -> list[int]:
+        """A candidate's ids, tokenized on its own."""
+        ids: list[int] = self._tokenizer.encode(candidate, add_special_tokens=False)
+        return ids
+
+
+def local_tokenizer_dir(path: str) -> bool:
+    """True when ``path`` is a directory here with a tokenizer in it."""
+    folder = Path(path)
+    return folder.is_dir() and (folder / "tokenizer_config.json").is_file()
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedRows:
+    """One request's rows: ``prompt + candidate`` ids per candidate, and each tail's length."""
+
+    rows: list[list[int]]
+    tails: list[int]
+
+
+def forced_rows(tokenizer: ChatTokenizer, request: ChoiceRequest) -> ForcedRows | ChoiceResult:
+    """The teacher-forcing rows of a request, or an ``invalid`` result saying why not."""
+    problem = validate_choice(request)
+    if problem:
+        return ChoiceResult.failed("invalid", problem)
+    prompt = tokenizer.prompt_ids(request.messages, request.assistant_prefix)
+    tails = [tokenizer.candidate_ids(c) for c in request.candidates]
+    if any(not ids for ids in tails):
+        return ChoiceResult.failed("invalid", "a candidate encodes to no tokens")
+    if has_prefix_pair(tails):
+        tails = [[*ids, tokenizer.end_id] for ids in tails]
+    return ForcedRows([prompt + tail for tail in tails], [len(tail) for tail in tails])
+
+
+def has_prefix_pair(tokenized: Sequence[Sequence[int]]) -> bool:
+    """True when some candidate's tokens are a proper prefix of another's."""
+    return any(
+        len(a) < len(b) and list(b[: len(a)]) == list(a) for a in tokenized for b in tokenized
+    )
+
+
+def completions_body(
+    model: str, rows: Sequence[list[int]], extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``/v1/completions`` body that echoes every row's prompt log-probabilities.
+
+    ``max_tokens`` is 1 because not every server accepts 0; the generated token is ignored.
+    """
+    return {
+        **extra,
+        "model": model,
+        "prompt": [list(row) for row in rows],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "echo": True,
+        "logprobs": 0,
+    }
+
+
+def next_token_body(
+    model: str, prompts: Sequence[list[int]], top: int, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``/v1/completions`` body that lists each prompt's ``top`` likeliest next tokens.
+
+    No ``echo``: vLLM skips its prefix cache for requests that ask for prompt logprobs, and
+    these prompts share long heads (one template, one question) that the cache should keep.
+    """
+    return {
+        **extra,
+        "model": model,
+        "prompt": [list(p) for p in prompts],
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": top,
+    }
+
+
+def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str, float]]] | str:
+    """Each prompt's ``(token, logprob)`` list for its first generated token (the legacy
+    completions shape: ``top_logprobs[0]`` maps token text to logprob), or why not."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or len(choices) != count:
+        return f"asked about {count} prompts, the server answered {_count(choices)}"
+    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    lists = []
+    for choice in ordered:
+        listed = _first_listed(choice)
+        if not listed:
+            return "the response has no logprobs"
+        lists.append(listed)
+    return lists
+
+
+def _first_listed(choice: Any) -> list[tuple[str, float]]:
+    try:
+        logprobs = choice["logprobs"]
+        tops = logprobs.get("top_logprobs") or [{}]
+        listed = {str(t): float(lp) for t, lp in (tops[0] or {}).items()}
+        if logprobs.get("tokens") and logprobs.get("token_logprobs"):
+            sampled, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
+            if value is not None:
+                listed.setdefault(str(sampled), float(value))
+        return list(listed.items())
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return []
+
+
+def tail_logprobs(
+    body: Mapping[str, Any], rows: Sequence[list[int]], tails: Sequence[int]
+) -> list[float] | str:
+    """The summed log-probability of each row's last ``tails[i]`` prompt tokens, or why the
+    reply cannot give it (choices missing, or no prompt log-probabilities echoed)."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or len(choices) != len(rows):
+        return f"asked to score {len(rows)} prompts, the server answered {_count(choices)}"
+    ordered = sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c, dict) else 0)
+    sums: list[float] = []
+    for choice, row, tail in zip(ordered, rows, tails, strict=True):
+        values = _echoed(choice)
+        if values is None or len(values) < len(row):
+            return "the server echoed no prompt log-probabilities"
+        picked = values[len(row) - tail : len(row)]
+        if any(v is None for v in picked):
+            return "the server echoed no log-probability for a candidate token"
+        sums.append(math.fsum(float(v) for v in picked if v is not None))
+    return sums
+
+
+def _echoed(choice: Any) -> list[float | None] | None:
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    values = logprobs.get("token_logprobs") if isinstance(logprobs, dict) else None
+    return values if isinstance(values, list) else None
+
+
+def _count(choices: Any) -> int:
+    return len(choices) if isinstance(choices, list) else 0
