@@ -112,6 +112,7 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
                 config,
                 data_dir=settings.karma.data_dir,
                 models_dir=work,
+                cache_dir=settings.karma.embeddings_dir,
                 progress=reporter,
             )
             await ctx.progress(1, 2, "saving")
