@@ -68,7 +68,8 @@ class MiniLMEncoder:
 
     @property
     def dimension(self) -> int:
-        size = self._model.get_sentence_embedding_dimension()
+        named = getattr(self._model, "get_embedding_dimension", None)  # sentence-transformers 6
+        size = named() if named else self._model.get_sentence_embedding_dimension()
         return int(size) if size is not None else 384
 
     def encode(self, texts: list[str]) -> Matrix:

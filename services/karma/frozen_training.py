@@ -121,7 +121,7 @@ def fit_head(
             optimizer.zero_grad()
             torch.autograd.backward(loss)
             optimizer.step()
-            total += float(loss) * len(batch)
+            total += loss.item() * len(batch)
         log.append({"epoch": epoch + 1, "loss": round(total / max(len(index), 1), 5)})
         report(epoch + 1, epochs, "train")
     head.eval()

@@ -26,10 +26,13 @@ TOPICS += ["scholarships", "transfers", "labs", "advisors", "clubs", "grad schoo
 # --- features and measures on fixed data ------------------------------------------------------
 
 
+def _named(values: list[float]) -> dict[str, float]:
+    return dict(zip(FEATURE_NAMES, values, strict=True))
+
+
 def test_reply_features_name_structure_tone_and_overlap() -> None:
     reply = "Thanks! Have you tried office hours?\n\n- go early\n- bring questions"
-    features = dict(zip(FEATURE_NAMES, reply_features(reply, ("Calc", "Do office hours help?"))))
-    assert len(features) == len(FEATURE_NAMES)
+    features = _named(reply_features(reply, ("Calc", "Do office hours help?")))
     assert features["questions"] == pytest.approx(0.2)  # one question mark of at most five
     assert features["ends_with_question"] == 0.0
     assert features["list_lines"] == pytest.approx(0.2)  # two list lines of at most ten
@@ -39,7 +42,7 @@ def test_reply_features_name_structure_tone_and_overlap() -> None:
     assert features["overlap_last"] == pytest.approx(2 / 9)  # office, hours
     assert features["overlap_first"] == 0.0
     assert features["polite_rate"] == pytest.approx(1 / 10) and features["you_rate"] > 0
-    hedged = dict(zip(FEATURE_NAMES, reply_features("Maybe you could try", ("q",))))
+    hedged = _named(reply_features("Maybe you could try", ("q",)))
     assert hedged["hedge_rate"] == pytest.approx(0.5)  # maybe, could
     assert hedged["ends_with_question"] == 0.0 and hedged["is_reply_to_turn"] == 0.0
 
