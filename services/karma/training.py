@@ -75,7 +75,11 @@ class KarmaTrainConfig(BaseModel):
     train_layers: int | None = Field(
         default=None, ge=0, description="train only the top N transformer layers (None: all)"
     )
-    encoder: str = Field(default=BUNDLED, description="frozen: 'bundled' MiniLM or a folder")
+    encoder: str = Field(
+        default=BUNDLED,
+        description="frozen: 'bundled' MiniLM, a sentence-transformers folder, or 'none' (the "
+        "text features alone)",
+    )
     encoder_max_length: int = Field(default=256, ge=16, le=512, description="frozen: tokens")
     head_hidden: int = Field(default=256, ge=1, le=8192, description="frozen: MLP width")
     head_dropout: float = Field(default=0.1, ge=0, lt=1, description="frozen: MLP dropout")

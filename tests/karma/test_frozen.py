@@ -213,3 +213,17 @@ def test_a_second_run_embeds_nothing_new(trained: tuple[TrainResult, Path, Path]
     config = _config(data, root / "again").model_copy(update={"head_epochs": 1})
     again = train_karma(config, data_dir=root, models_dir=root, cache_dir=root / "cache")
     assert again.metrics["training"]["texts_embedded"] == 0
+
+
+def test_the_text_features_alone_train_without_an_encoder(
+    trained: tuple[TrainResult, Path, Path],
+) -> None:
+    """``encoder: none`` (the ablation beside the embeddings): no encoder, no cache."""
+    _, data, root = trained
+    config = _config(data, root / "no-encoder").model_copy(update={"encoder": "none"})
+    result = train_karma(config, data_dir=root, models_dir=root, cache_dir=root / "unused")
+    assert result.metrics["training"]["texts_embedded"] == 0 and not (root / "unused").exists()
+    model = load_model(result.path)
+    assert isinstance(model, FrozenKarmaModel) and model.card.encoder == "none"
+    good, bad = model.score("Any advice about labs?", ["Start early: ask a senior.", "lol"])
+    assert good != bad
