@@ -50,7 +50,7 @@ def train(
             help="frozen: a head over frozen MiniLM embeddings, every pair in minutes on a CPU; "
             "finetune: fine-tune the cross-encoder with TRL (for a GPU: --device cuda)"
         ),
-    ] = "frozen",
+    ] = "finetune",
     base_model: Annotated[
         str, typer.Option(help="finetune: 'bundled' MiniLM or a model folder")
     ] = "bundled",

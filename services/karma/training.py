@@ -50,7 +50,7 @@ class KarmaTrainConfig(BaseModel):
     data: str = Field(default="reddit_karma", description="'reddit_karma' or a JSONL/folder path")
     variant: Variant = "context_only"
     method: Method = Field(
-        default="frozen",
+        default="finetune",
         description="frozen: a head over frozen MiniLM embeddings and text features, every pair "
         "in CPU minutes; finetune: the cross-encoder fine-tuned with TRL (for a GPU)",
     )

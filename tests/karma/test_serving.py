@@ -335,10 +335,10 @@ async def test_a_with_metadata_model_reads_the_metadata_sent_over_http(
 async def test_a_frozen_encoder_model_trains_as_a_job_and_serves(
     trained: dict[str, Any], as_key: Client, karma_app: FastAPI
 ) -> None:
-    """The default method (issue 24): a head over frozen MiniLM embeddings, trained on every
+    """The frozen method (issue 24): a head over frozen MiniLM embeddings, trained on every
     training pair of the slice as a job, then scored over HTTP through its model worker."""
     root = as_key("root-key")
-    body = {"data": "reddit_karma", "name": "karma-frozen", "head_epochs": 3}
+    body = {"data": "reddit_karma", "method": "frozen", "name": "karma-frozen", "head_epochs": 3}
     body |= {"encoder_max_length": 64, "eval_max_pairs": 16, "spearman_threads": 3, "threads": 1}
     response = await root.post("/v1/karma/train", json=body)
     assert response.status_code == 202, response.text
