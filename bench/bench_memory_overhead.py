@@ -16,12 +16,21 @@ each revision's latency from queued to finished, are reported separately).
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m bench.bench_memory_overhead \\
         --llm local --rounds 2 --phase-s 60 --out memory_overhead.json
+
+``--llm standin`` is the production shape (issue 24): the analyst and editor on an
+OpenAI-compatible server (``PLAUDIT_MEMORY_LLM=openai``), here the loopback stand-in of
+``tests/judges/openai_standin.py`` answering schema-valid JSON after a GPU server's latency
+(0.2 s to the first token, 50 tokens/s), while the judge stays local. The guard's re-scoring
+(``PLAUDIT_MEMORY_FROZEN_ROLLOUTS`` stored completions scored by the judge before a version is
+used) still runs on the judge: ``--frozen-rollouts 0`` turns it off, so two runs show its cost
+apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -169,7 +178,12 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--cycle", default="off,memory,on", help="phase modes, in order")
     parser.add_argument("--rounds", type=int, default=2, help="times the cycle runs")
-    parser.add_argument("--llm", default="local", help="PLAUDIT_MEMORY_LLM: judge or local")
+    parser.add_argument(
+        "--llm", default="local", help="PLAUDIT_MEMORY_LLM: judge, local, or standin (openai)"
+    )
+    parser.add_argument(
+        "--frozen-rollouts", type=int, default=None, help="the guard's re-scored completions"
+    )
     parser.add_argument("--phase-s", type=float, default=60.0)
     parser.add_argument("--revise-every", type=int, default=3)
     parser.add_argument("--out", default=None)
@@ -180,12 +194,37 @@ def main() -> None:
         "PLAUDIT_MEMORY_LLM": args.llm,
         "PLAUDIT_MODEL_CACHE_DIR": os.environ.get("PLAUDIT_MODEL_CACHE_DIR", str(cache)),
     }
+    if args.frozen_rollouts is not None:
+        env["PLAUDIT_MEMORY_FROZEN_ROLLOUTS"] = str(args.frozen_rollouts)
+    with contextlib.ExitStack() as stack:
+        if args.llm == "standin":
+            from tests.judges.openai_standin import MODEL, stand_in_server
+
+            standin = stack.enter_context(stand_in_server())
+            env |= {
+                "PLAUDIT_MEMORY_LLM": "openai",
+                "PLAUDIT_MEMORY_LLM_BASE_URL": standin.url("memory", "bench"),
+                "PLAUDIT_MEMORY_LLM_MODEL": MODEL,
+            }
+        phases, modes = run_phases(env, args)
+    report = summary(phases, modes, args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+
+
+def run_phases(env: dict[str, str], args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """One server, the rubric, then every phase in order."""
     with plaudit_server("all", env) as base:
         created = httpx.post(f"{base}/v1/rubrics", json=RUBRIC, timeout=60)
         created.raise_for_status()
         rubric_id = created.json()["id"]
         modes = args.cycle.split(",") * args.rounds
         phases = [asyncio.run(phase(base, rubric_id, m, i, args)) for i, m in enumerate(modes)]
+    return phases, modes
+
+
+def summary(phases: list[Any], modes: list[str], args: argparse.Namespace) -> dict[str, Any]:
     rate = {}
     for name in dict.fromkeys(modes):
         ps = [p for p in phases if p["mode"] == name]
@@ -198,9 +237,7 @@ def main() -> None:
         "ratio_to_off": {k: round(v / rate["off"], 3) for k, v in rate.items()},
         "overhead_pct": {k: round(100 * (1 - v / rate["off"]), 1) for k, v in rate.items()},
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2))
-    print(json.dumps(report, indent=2))
+    return report
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ karma_app = typer.Typer(
 )
 
 
-def _settings() -> tuple[Path, Path]:
-    """The reddit_karma folder and the models folder, from settings."""
+def _settings() -> tuple[Path, Path, Path]:
+    """The reddit_karma folder, the models folder and the embedding cache, from settings."""
     try:
         from services.core.settings import get_settings
     except ImportError as exc:
@@ -39,7 +39,7 @@ def _settings() -> tuple[Path, Path]:
 
     settings = get_settings()
     data_dir = dataset_folder(settings, "reddit_karma", settings.karma.data_dir)
-    return data_dir, settings.karma.models_dir
+    return data_dir, settings.karma.models_dir, settings.karma.embeddings_dir
 
 
 @karma_app.command("train")
@@ -48,13 +48,29 @@ def train(
         "reddit_karma"
     ),
     variant: Annotated[str, typer.Option(help="context_only or with_metadata")] = "context_only",
-    base_model: Annotated[str, typer.Option(help="'bundled' MiniLM or a model folder")] = (
-        "bundled"
-    ),
+    method: Annotated[
+        str,
+        typer.Option(
+            help="frozen: a head over frozen MiniLM embeddings, every pair in minutes on a CPU; "
+            "finetune: fine-tune the cross-encoder with TRL (for a GPU: --device cuda)"
+        ),
+    ] = "finetune",
+    base_model: Annotated[
+        str, typer.Option(help="finetune: 'bundled' MiniLM or a model folder")
+    ] = "bundled",
     out: Annotated[Path | None, typer.Option(help="model folder (default MODELS_DIR/RUN)")] = None,
     max_train_pairs: Annotated[
-        int | None, typer.Option(min=0, help="pairs trained on (default 4000; 0: all)")
+        int | None,
+        typer.Option(
+            min=0, help="pairs trained on (0: all; default: all for frozen, 4000 for finetune)"
+        ),
     ] = None,
+    encoder: Annotated[
+        str | None,
+        typer.Option(help="frozen: 'bundled' MiniLM, a folder, or 'none' (text features only)"),
+    ] = None,
+    head_epochs: Annotated[int | None, typer.Option(min=1, help="frozen: passes (8)")] = None,
+    head_hidden: Annotated[int | None, typer.Option(min=1, help="frozen: MLP width (256)")] = None,
     max_length: Annotated[int | None, typer.Option(min=16, help="tokens (default 256)")] = None,
     batch_size: Annotated[int | None, typer.Option(min=1, help="pairs a step (16)")] = None,
     lr: Annotated[float | None, typer.Option(min=0, help="learning rate (5e-5)")] = None,
@@ -84,15 +100,19 @@ def train(
         ),
     ] = True,
 ) -> None:
-    """Train a KARMA reward model (TRL RewardTrainer), evaluate it, save it."""
+    """Train a KARMA reward model (frozen-encoder head, or TRL fine-tuning), evaluate, save."""
     from services.core.errors import InvalidInput
 
     options: dict[str, Any] = dict(
         data=data,
         variant=variant,
+        method=method,
         base_model=base_model,
         output_dir=out,
         max_train_pairs=max_train_pairs,
+        encoder=encoder,
+        head_epochs=head_epochs,
+        head_hidden=head_hidden,
         max_length=max_length,
         batch_size=batch_size,
         learning_rate=lr,
@@ -113,7 +133,7 @@ def train(
         _train_on_server(server, api_key, {**options, "name": name, "promote": promote})
         return
     config = _config(**options)
-    data_dir, models_dir = _settings()
+    data_dir, models_dir, embeddings_dir = _settings()
     try:
         from services.karma.training import train_karma
     except ImportError as exc:
@@ -124,6 +144,7 @@ def train(
             config,
             data_dir=data_dir,
             models_dir=models_dir,
+            cache_dir=embeddings_dir,
             progress=_Printer(),
         )
     except InvalidInput as exc:
@@ -182,15 +203,15 @@ def evaluate_command(
     from services.core.errors import InvalidInput
     from services.karma.data import load_data
     from services.karma.evaluation import EvalOptions, evaluate
-    from services.karma.model import KarmaModel
+    from services.karma.model import load_model
 
-    data_dir, _ = _settings()
+    data_dir, _, _ = _settings()
     try:
         data = load_data(pairs, data_dir)
         chosen = split or ("test" if pairs == "reddit_karma" else "all")
         if chosen != "all":
             data = data.split(chosen)
-        scorer = KarmaModel.load(model)
+        scorer = load_model(model)
     except InvalidInput as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -209,9 +230,8 @@ def _train_on_server(server: str, api_key: str | None, options: dict[str, Any]) 
     from offline.progress import ProgressDisplay
 
     body = {k: v for k, v in options.items() if v is not None and k != "output_dir"}
-    for zero_is_all in ("max_train_pairs", "eval_max_pairs"):
-        if body.get(zero_is_all) == 0:
-            body[zero_is_all] = None
+    if body.get("eval_max_pairs") == 0:  # 0 means all; max_train_pairs takes 0 itself
+        body["eval_max_pairs"] = None
     with _client(server, api_key) as client:
         job = client.request("POST", "/v1/karma/train", json=body)
         typer.echo(f"job {job['id']} started on {server}", err=True)
@@ -237,6 +257,12 @@ def summary(evaluation: dict[str, Any]) -> str:
         f"  within-thread Spearman {_num(rho['mean'])}  (length {_num(length_rho['mean'])}, "
         f"random 0) over {rho['threads']} threads, {rho['replies']} replies",
     ]
+    matched, length_matched = evaluation.get("length_matched"), length.get("length_matched")
+    if matched is not None and length_matched is not None:
+        lines.append(
+            f"  length-matched pairs (within 20%): {_pct(matched['accuracy'])} (length "
+            f"{_pct(length_matched['accuracy'])}, {matched['pairs']} pairs)"
+        )
     for model_bin, length_bin in zip(evaluation["by_ratio"], length["by_ratio"], strict=True):
         lines.append(
             f"  ratio {model_bin['bin']:>9}: {_pct(model_bin['accuracy'])} "
@@ -260,9 +286,8 @@ def _config(**fields: Any) -> Any:
     from services.karma.training import KarmaTrainConfig
 
     fields = {k: v for k, v in fields.items() if v is not None}
-    for name in ("max_train_pairs", "eval_max_pairs"):  # 0 means all
-        if fields.get(name) == 0:
-            fields[name] = None
+    if fields.get("eval_max_pairs") == 0:  # 0 means all (max_train_pairs takes 0 itself)
+        fields["eval_max_pairs"] = None
     try:
         return KarmaTrainConfig(**fields)
     except ValidationError as exc:

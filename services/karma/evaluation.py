@@ -2,7 +2,8 @@
 
 - pair accuracy on sibling pairs (a tie counts half), also per score-ratio bin: how many times
   more votes the preferred reply got, as the SHP data card recommends (larger ratios are the
-  clearer preferences);
+  clearer preferences), and on the length-matched pairs (the two replies within 20% of each
+  other's length), where length cannot win for the model (issue 24);
 - Spearman correlation within each thread over all its scored replies, averaged over threads;
 - baselines: the longer reply wins (computed from the data), and random (50%, Spearman 0).
 
@@ -25,6 +26,8 @@ from services.karma.features import KarmaInput, from_reply
 
 #: Score-ratio bin edges: [2, 3), [3, 5), [5, 10), [10, inf).
 RATIO_EDGES = (2.0, 3.0, 5.0, 10.0)
+#: Two replies are length-matched when they differ by at most this share of the longer one.
+LENGTH_TOLERANCE = 0.2
 ProgressFn = Callable[[int, int, str], None]
 _T = TypeVar("_T")
 
@@ -74,6 +77,30 @@ def accuracy_by_ratio(
             }
         )
     return bins
+
+
+def length_matched(a: str, b: str, tolerance: float = LENGTH_TOLERANCE) -> bool:
+    """Whether two replies are within ``tolerance`` of each other's length (characters), where
+    the longer-reply baseline is near chance (issue 24).
+
+    >>> length_matched("x" * 100, "y" * 81), length_matched("x" * 100, "y" * 79)
+    (True, False)
+    """
+    longer = max(len(a), len(b))
+    return longer == 0 or abs(len(a) - len(b)) <= tolerance * longer
+
+
+def subset_accuracy(
+    preferred: Sequence[float], other: Sequence[float], keep: Sequence[bool]
+) -> dict[str, Any]:
+    """Pair accuracy on the pairs where ``keep`` is true (None when there are none)."""
+    chosen = [i for i, k in enumerate(keep) if k]
+    accuracy = (
+        pair_accuracy([preferred[i] for i in chosen], [other[i] for i in chosen])
+        if chosen
+        else None
+    )
+    return {"pairs": len(chosen), "accuracy": accuracy}
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -163,11 +190,13 @@ def pair_metrics(pairs: Sequence[Pair], scores: dict[str, float]) -> dict[str, A
     """Accuracy and per-bin accuracy of scores keyed by reply id."""
     preferred = [scores[p.preferred.id] for p in pairs]
     other = [scores[p.other.id] for p in pairs]
+    matched = [length_matched(p.preferred.text, p.other.text) for p in pairs]
     return {
         "pairs": len(pairs),
         "pair_accuracy": pair_accuracy(preferred, other),
         "ties": int(sum(a == b for a, b in zip(preferred, other, strict=True))),
         "by_ratio": accuracy_by_ratio(preferred, other, [p.ratio for p in pairs]),
+        "length_matched": subset_accuracy(preferred, other, matched),
     }
 
 

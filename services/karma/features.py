@@ -26,11 +26,22 @@ FIELD_ORDER = ("subreddit", "depth", "age")
 
 @dataclass(frozen=True, slots=True)
 class KarmaInput:
-    """A context, one reply, and optional metadata fields (text values)."""
+    """A context, one reply, and optional metadata fields (text values).
+
+    ``parts`` are the context's turns, oldest first (a post's title and text and the parent
+    comment; a chat's messages); the frozen-encoder model embeds the first and the last.
+    Empty: the whole ``context`` is the one turn.
+    """
 
     context: str
     reply: str
     metadata: Mapping[str, str] = field(default_factory=dict)
+    parts: tuple[str, ...] = ()
+
+    def turns(self) -> tuple[str, ...]:
+        """The non-blank context turns (``(context,)`` when no parts were given)."""
+        kept = tuple(part.strip() for part in self.parts if part.strip())
+        return kept or (self.context.strip(),)
 
 
 def context_text(parts: Sequence[str]) -> str:
@@ -39,7 +50,7 @@ def context_text(parts: Sequence[str]) -> str:
 
 
 def from_reply(reply: Reply) -> KarmaInput:
-    return KarmaInput(context_text(reply.context), reply.text, reply.metadata)
+    return KarmaInput(context_text(reply.context), reply.text, reply.metadata, reply.context)
 
 
 def header(variant: Variant, metadata: Mapping[str, str], *, order_blind: bool) -> str:

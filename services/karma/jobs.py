@@ -124,6 +124,7 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
                 config,
                 data_dir=karma_dir(settings),
                 models_dir=work,
+                cache_dir=settings.karma.embeddings_dir,
                 progress=reporter,
             )
             await ctx.progress(1, 2, "saving")

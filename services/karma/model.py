@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.karma.data import KarmaDataError
 from services.karma.encoding import Encoded, PairEncoder
@@ -72,6 +72,11 @@ def collate(encoded: Sequence[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
     if encoded[0].token_type_ids is not None:
         batch["token_type_ids"] = types
     return batch
+
+
+def message_turns(messages: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """Chat messages as ``role: content`` turns, oldest first."""
+    return tuple(f"{m['role']}: {m['content']}" for m in messages)
 
 
 class KarmaModel:
@@ -135,11 +140,9 @@ class KarmaModel:
         metadata: Mapping[str, str] | None = None,
     ) -> list[float]:
         """Scores of G replies to one context (text, or messages with role and content)."""
-        if isinstance(context, str):
-            text = context
-        else:
-            text = context_text([f"{m['role']}: {m['content']}" for m in context])
-        inputs = [KarmaInput(text, reply, dict(metadata or {})) for reply in replies]
+        turns = (context,) if isinstance(context, str) else message_turns(context)
+        text = context_text(turns)
+        inputs = [KarmaInput(text, reply, dict(metadata or {}), turns) for reply in replies]
         return self.score_inputs(inputs, order_blind=False)
 
     def score_inputs(self, inputs: Sequence[KarmaInput], *, order_blind: bool) -> list[float]:
@@ -160,3 +163,31 @@ class KarmaModel:
                 for i, value in zip(rows, logits[:, 0].float().tolist(), strict=True):
                     scores[i] = float(value)
         return scores
+
+
+class ScoringModel(Protocol):
+    """What serving and evaluation need of a loaded model, whichever method trained it."""
+
+    @property
+    def variant(self) -> Variant: ...
+
+    def metrics(self) -> dict[str, Any]: ...
+
+    def score_inputs(self, inputs: Sequence[KarmaInput], *, order_blind: bool) -> list[float]: ...
+
+    def score(
+        self,
+        context: str | Sequence[Mapping[str, str]],
+        replies: Sequence[str],
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[float]: ...
+
+
+def load_model(path: Path | str, *, device: str = "cpu", batch_size: int = 32) -> ScoringModel:
+    """A trained model directory of either method: frozen-encoder head or fine-tuned encoder."""
+    from services.karma.frozen import FrozenKarmaModel, is_frozen_model
+
+    directory = Path(path).expanduser()
+    if is_frozen_model(directory):
+        return FrozenKarmaModel.load(directory, device=device, batch_size=batch_size)
+    return KarmaModel.load(directory, device=device, batch_size=batch_size)

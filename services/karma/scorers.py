@@ -20,13 +20,13 @@ from pathlib import Path
 
 from judges.model_worker import BatchRecord, ModelWorker
 from services.karma.features import KarmaInput
-from services.karma.model import KarmaModel
+from services.karma.model import ScoringModel, load_model
 from services.karma.settings import KarmaSettings
 
-KarmaWorker = ModelWorker[KarmaModel, KarmaInput, float]
+KarmaWorker = ModelWorker[ScoringModel, KarmaInput, float]
 
 
-def score_rows(model: KarmaModel, rows: list[KarmaInput]) -> list[float]:
+def score_rows(model: ScoringModel, rows: list[KarmaInput]) -> list[float]:
     """The batch function: one score per row (metadata as given; served inputs have no order
     to hide, unlike the pair evaluation)."""
     return model.score_inputs(rows, order_blind=False)
@@ -51,7 +51,7 @@ class ScorerPool:
             return found
         settings = self._settings
         load = functools.partial(
-            KarmaModel.load, path, device=settings.device, batch_size=settings.batch_size
+            load_model, path, device=settings.device, batch_size=settings.batch_size
         )
         worker: KarmaWorker = ModelWorker(
             load,

@@ -91,9 +91,10 @@ class KarmaService:
     ) -> tuple[list[float], ArtifactVersion]:
         """Scores of ``replies`` to ``context`` and the version that produced them."""
         version = await self.resolve(model)
-        text = context if isinstance(context, str) else _messages_text(context)
+        turns = (context,) if isinstance(context, str) else _message_turns(context)
+        text = context_text(turns)
         fields = {k: str(v) for k, v in (metadata or {}).items()}
-        rows = [KarmaInput(text, reply, fields) for reply in replies]
+        rows = [KarmaInput(text, reply, fields, turns) for reply in replies]
         worker = self.pool.worker(version.ref, self._payload(version))
         try:
             scores = await worker.submit(rows)
@@ -235,9 +236,9 @@ def no_model(name: str) -> NoKarmaModel:
     )
 
 
-def _messages_text(messages: Sequence[Message]) -> str:
+def _message_turns(messages: Sequence[Message]) -> tuple[str, ...]:
     """Chat messages as the model reads a conversation (``role: content``, oldest first)."""
-    return context_text([f"{m.role}: {m.content}" for m in messages])
+    return tuple(f"{m.role}: {m.content}" for m in messages)
 
 
 def model_ref(version: ArtifactVersion) -> ModelRef:
@@ -252,6 +253,7 @@ def version_metadata(metrics: dict[str, Any], job_id: str | None) -> dict[str, A
     length = evaluation["baselines"]["length"]
     return {
         "variant": metrics["variant"],
+        "method": metrics.get("method", "finetune"),
         "base_model": metrics["base_model"],
         "job_id": job_id,
         "metrics": {

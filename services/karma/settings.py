@@ -24,6 +24,10 @@ class KarmaSettings(BaseModel):
     models_dir: Path = Field(
         default_factory=default_models_dir, description="where `plaudit karma train` saves models"
     )
+    embeddings_dir: Path = Field(
+        default_factory=lambda: default_models_dir().parent / "embeddings",
+        description="sentence embeddings cached by content hash for the frozen-encoder method",
+    )
     model: str = Field(
         default="karma",
         description="the artifact name trained models are saved under and scored from",

@@ -37,6 +37,9 @@ from services.karma.selection import TrainingPair, training_pairs
 
 ProgressFn = Callable[[int, int, str], None]
 BUNDLED = "bundled"
+Method = Literal["frozen", "finetune"]
+#: Pairs the fine-tuned cross-encoder trains on by default (its CPU budget, issue 13).
+FINETUNE_PAIRS = 4000
 
 
 class KarmaTrainConfig(BaseModel):
@@ -46,12 +49,22 @@ class KarmaTrainConfig(BaseModel):
 
     data: str = Field(default="reddit_karma", description="'reddit_karma' or a JSONL/folder path")
     variant: Variant = "context_only"
+    method: Method = Field(
+        default="finetune",
+        description="frozen: a head over frozen MiniLM embeddings and text features, every pair "
+        "in CPU minutes; finetune: the cross-encoder fine-tuned with TRL (for a GPU)",
+    )
     base_model: str = Field(default=BUNDLED, description="'bundled' (MiniLM) or a model folder")
     output_dir: Path | None = Field(default=None, description="default models_dir/VARIANT-TIME")
     max_length: int = Field(default=256, ge=16, le=8192)
     min_context: int = Field(default=32, ge=0, description="context tokens kept before the reply")
     context_head: int = Field(default=24, ge=0, description="first context tokens always kept")
-    max_train_pairs: int | None = Field(default=4000, ge=1, description="None: every train pair")
+    max_train_pairs: int | None = Field(
+        default=None,
+        ge=0,
+        description="0: every train pair; None: the method's default (frozen: all, finetune: "
+        f"{FINETUNE_PAIRS})",
+    )
     rank_fraction: float = Field(default=0.0, ge=0.0, lt=1.0, description="ranking-term share")
     epochs: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=16, ge=1, description="pairs per step")
@@ -62,6 +75,17 @@ class KarmaTrainConfig(BaseModel):
     train_layers: int | None = Field(
         default=None, ge=0, description="train only the top N transformer layers (None: all)"
     )
+    encoder: str = Field(
+        default=BUNDLED,
+        description="frozen: 'bundled' MiniLM, a sentence-transformers folder, or 'none' (the "
+        "text features alone)",
+    )
+    encoder_max_length: int = Field(default=256, ge=16, le=512, description="frozen: tokens")
+    head_hidden: int = Field(default=256, ge=1, le=8192, description="frozen: MLP width")
+    head_dropout: float = Field(default=0.1, ge=0, lt=1, description="frozen: MLP dropout")
+    head_epochs: int = Field(default=8, ge=1, le=1000, description="frozen: passes")
+    head_learning_rate: float = Field(default=1e-3, gt=0, description="frozen: AdamW rate")
+    head_batch_size: int = Field(default=256, ge=1, description="frozen: pairs a step")
     eval_split: Literal["dev", "test"] = "test"
     eval_max_pairs: int | None = Field(default=None, ge=1)
     spearman_threads: int | None = Field(default=300, ge=1)
@@ -90,8 +114,12 @@ def train_karma(
     models_dir: Path,
     progress: ProgressFn | None = None,
     data: KarmaData | None = None,
+    cache_dir: Path | None = None,
 ) -> TrainResult:
-    """Train, evaluate on ``eval_split`` and save; ``progress(done, total, stage)`` as it goes."""
+    """Train, evaluate on ``eval_split`` and save; ``progress(done, total, stage)`` as it goes.
+
+    ``config.method`` picks the model: ``frozen`` (frozen_training.py; its embeddings are
+    cached in ``cache_dir``, default ``models_dir/../embeddings``) or ``finetune`` (below)."""
     report = progress or (lambda done, total, stage: None)
     out = (config.output_dir or models_dir / _run_name(config)).expanduser()
     _check_free(out)
@@ -101,7 +129,15 @@ def train_karma(
     train_data = data.split("train")
     if not train_data.pairs:
         raise InvalidInput(f"{data.source}: no training pairs in the train split", param="data")
-    chosen = training_pairs(train_data, config.max_train_pairs, config.rank_fraction, config.seed)
+    if config.method == "frozen":
+        from services.karma.frozen_training import train_frozen
+
+        report(1, 1, "load")
+        cache = cache_dir or models_dir.parent / "embeddings"
+        _, metrics = train_frozen(config, data, out, cache, report)
+        return TrainResult(out, metrics)
+    limit = {None: FINETUNE_PAIRS, 0: None}.get(config.max_train_pairs, config.max_train_pairs)
+    chosen = training_pairs(train_data, limit, config.rank_fraction, config.seed)
     report(1, 1, "load")
     with loading_lock():  # not at the same time as a model worker's load (thread safety)
         model, tokenizer = _load_base(config)
@@ -302,6 +338,7 @@ def _metrics(
     ranking = sum(not t.order_blind for t in chosen)
     return {
         "variant": config.variant,
+        "method": "finetune",
         "base_model": config.base_model,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "evaluation": evaluation,

@@ -184,6 +184,42 @@ def echoed(run: Run, body: dict[str, Any]) -> JSONResponse:
     return JSONResponse({"object": "text_completion", "choices": list(reversed(choices))})
 
 
+#: The ``memory`` behaviour's latency, as a GPU server of a mid-size model answers one request:
+#: time to the first token, then tokens per second (issue 24's production-shape benchmark).
+FIRST_TOKEN_S = 0.2
+TOKENS_PER_S = 50.0
+_CRITERION_LINE = re.compile(
+    r"^(c\d+) \((required|pitfall), weight [^)]*?(, ANCHOR)?\): (.*)$", re.M
+)
+
+
+def memory_value(body: dict[str, Any], take: int) -> dict[str, Any]:
+    """What the memory's analyst or editor would answer: schema-valid JSON. The editor rewords
+    the first criterion that is not an anchor (a new wording each call, so the checks accept
+    it unless it undoes an earlier one), so an edit applies and the guard re-scores."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    if "went_right" in schema["properties"]:
+        return {
+            "went_right": "The answer names the place and one of its sounds.",
+            "went_wrong": "It repeats a few words and gives no detail of the place.",
+            "hacking": False,
+        }
+    target = next(
+        (m.group(1) for m in _CRITERION_LINE.finditer(user_text(body)) if not m.group(3)), "c2"
+    )
+    wording = f"Describes at least one distinct sound heard at the place (wording {take})"
+    operation = {"op": "reword", "id": target, "text": wording, "weight": 0}
+    return {"operations": [operation], "rationale": "The criterion saturated; make it specific."}
+
+
+async def memory_reply(body: dict[str, Any], take: int) -> JSONResponse:
+    """The analyst's or editor's JSON after a realistic generation time."""
+    content = json.dumps(memory_value(body, take))
+    tokens = max(1, len(content) // 4)
+    await asyncio.sleep(FIRST_TOKEN_S + tokens / TOKENS_PER_S)
+    return chat_reply(content, usage={"prompt_tokens": 400, "completion_tokens": tokens})
+
+
 def error(code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "code": code}}, code, headers=headers)
 
@@ -207,6 +243,8 @@ async def behave(behaviour: str, run: Run, body: dict[str, Any]) -> Response:
         return Response("<html>gateway</html>", 200, media_type="text/html")
     if behaviour in ("structured", "ignores-schema", "one-choice", "prose-verdict"):
         return structured(body, behaviour)
+    if behaviour == "memory" and "response_format" in body:
+        return await memory_reply(body, count)
     await asyncio.sleep(DELAYS.get(behaviour, 0))
     return proper(body)
 

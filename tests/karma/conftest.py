@@ -21,6 +21,7 @@ KEYS = {"trainer-key": [Scope.reward], "root-key": [Scope.reward, Scope.admin]}
 #: A training run that finishes in seconds on two cores: a few dozen pairs, short inputs.
 TINY = {
     "data": "reddit_karma",
+    "method": "finetune",
     "max_train_pairs": 24,
     "epochs": 1,
     "batch_size": 8,
@@ -43,7 +44,9 @@ def karma_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(  # type: ignore[call-arg]
         data_dir=root / "data",
         api_keys=KEYS,
-        karma=KarmaSettings(data_dir=sliced, models_dir=root / "models"),
+        karma=KarmaSettings(
+            data_dir=sliced, models_dir=root / "models", embeddings_dir=root / "embeddings"
+        ),
         _env_file=None,
     )
 

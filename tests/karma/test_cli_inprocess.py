@@ -19,7 +19,16 @@ from tests.karma.slice import write_slice
 
 pytestmark = [pytest.mark.slow, needs_shared]
 
-TINY_ARGS = ["--max-train-pairs", "16", "--max-length", "64", "--batch-size", "8"]
+TINY_ARGS = [
+    "--method",
+    "finetune",
+    "--max-train-pairs",
+    "16",
+    "--max-length",
+    "64",
+    "--batch-size",
+    "8",
+]
 TINY_ARGS += ["--eval-max-pairs", "8", "--spearman-threads", "2", "--threads", "1"]
 
 

@@ -66,7 +66,16 @@ def _ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> bool:
         return False
 
 
-TINY_ARGS = ["--max-train-pairs", "16", "--max-length", "64", "--batch-size", "8"]
+TINY_ARGS = [
+    "--method",
+    "finetune",
+    "--max-train-pairs",
+    "16",
+    "--max-length",
+    "64",
+    "--batch-size",
+    "8",
+]
 TINY_ARGS += ["--eval-max-pairs", "8", "--spearman-threads", "2", "--threads", "1"]
 
 

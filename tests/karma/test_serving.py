@@ -17,7 +17,7 @@ import torch
 from fastapi import FastAPI
 
 from services.core.settings import Settings
-from services.karma.model import KarmaModel
+from services.karma.model import KarmaModel, load_model
 from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
 from tests.conftest import assert_envelope
@@ -345,3 +345,36 @@ async def test_a_with_metadata_model_reads_the_metadata_sent_over_http(
     near_scores, far_scores = scores["karma-meta", "near"], scores["karma-meta", "far"]
     moved = [abs(a - b) for a, b in zip(near_scores, far_scores, strict=True)]
     assert max(moved) > 1e-4, scores
+
+
+async def test_a_frozen_encoder_model_trains_as_a_job_and_serves(
+    trained: dict[str, Any], as_key: Client, karma_app: FastAPI
+) -> None:
+    """The frozen method (issue 24): a head over frozen MiniLM embeddings, trained on every
+    training pair of the slice as a job, then scored over HTTP through its model worker."""
+    root = as_key("root-key")
+    body = {"data": "reddit_karma", "method": "frozen", "name": "karma-frozen", "head_epochs": 3}
+    body |= {"encoder_max_length": 64, "eval_max_pairs": 16, "spearman_threads": 3, "threads": 1}
+    response = await root.post("/v1/karma/train", json=body)
+    assert response.status_code == 202, response.text
+    job = await wait_for(root, response.json()["id"])
+    assert job["state"] == "succeeded", job["error"]
+    result = job["result"]
+    assert result["training"]["method"] == "frozen"
+    assert result["training"]["sibling_pairs"] >= 24  # every train pair of the slice
+    assert "length_matched" in result["evaluation"]
+    answer = await as_key("trainer-key").post(
+        "/v1/karma/score", json={"context": CONTEXT, "replies": REPLIES, "model": "karma-frozen"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == {
+        "name": "karma-frozen",
+        "version": 1,
+        "variant": "context_only",
+    }
+    version = await karma_app.state.resources.artifacts.get("karma-frozen", 1)
+    path = karma_app.state.resources.artifacts.payload_path(version)
+    direct = load_model(path).score(CONTEXT, REPLIES)
+    assert answer.json()["scores"] == pytest.approx(direct, abs=1e-4)
+    listed = (await as_key("trainer-key").get("/v1/karma/models?name=karma-frozen")).json()
+    assert listed["items"][0]["metrics"]["train_pairs"] == result["training"]["sibling_pairs"]

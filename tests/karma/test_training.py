@@ -56,6 +56,7 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _config(data_file: Path, out: Path) -> KarmaTrainConfig:
     return KarmaTrainConfig(
+        method="finetune",
         data=str(data_file),
         output_dir=out,
         max_train_pairs=32,
