@@ -134,10 +134,15 @@ class OpenAIBackend:
         client: httpx.AsyncClient | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        compat: Literal["vllm", "sglang", "openai"] = "vllm",
+        attempt_timeout_s: float | None = None,
     ) -> None:
         if config.top_logprobs < 1 or config.verdict_max_tokens < 1:
             raise ValueError("top_logprobs and verdict_max_tokens must be positive")
         self.config = config
+        self.compat = compat
+        # One HTTP attempt; a retry can follow it (issue 19). Default: config.timeout_s.
+        self._attempt_timeout_s = attempt_timeout_s or config.timeout_s
         self._limiter = limiter or InProcessLimiter(max_concurrency=config.max_concurrency)
         self._owns_limiter = owns_limiter or limiter is None
         self._owns_client = client is None
@@ -145,7 +150,7 @@ class OpenAIBackend:
         self._client = client or httpx.AsyncClient(
             base_url=config.base_url,
             headers=headers,
-            timeout=httpx.Timeout(config.timeout_s, pool=None),
+            timeout=httpx.Timeout(self._attempt_timeout_s, pool=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
         )
         self._sleep = sleep
@@ -337,10 +342,10 @@ class OpenAIBackend:
     async def _attempt(self, body: dict[str, Any]) -> _Reply:
         try:
             # httpx bounds each phase; asyncio.timeout bounds the whole attempt.
-            async with self._limiter.acquire(), asyncio.timeout(self.config.timeout_s):
+            async with self._limiter.acquire(), asyncio.timeout(self._attempt_timeout_s):
                 response = await self._client.post(_CHAT, json=body)
         except (httpx.TimeoutException, TimeoutError) as exc:
-            why = f"{type(exc).__name__}: no answer within {self.config.timeout_s}s"
+            why = f"{type(exc).__name__}: no answer within {self._attempt_timeout_s}s"
             return _Reply(status="timeout", error=why, retryable=True)
         except (httpx.TransportError, LimiterUnavailable) as exc:
             return _Reply(status="error", error=f"{type(exc).__name__}: {exc}", retryable=True)
