@@ -123,11 +123,9 @@ def vllm_engine_args(settings: ModelSettings) -> dict[str, Any]:
         "dtype": settings.dtype,
         "gpu_memory_utilization": settings.gpu_memory_utilization,
         "max_model_len": settings.max_model_len,
-        "engine_kwargs": {
-            "tensor_parallel_size": settings.tensor_parallel_size,
-            "enforce_eager": settings.enforce_eager,
-            **settings.engine_args,
-        },
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "enforce_eager": settings.enforce_eager,
+        "engine_kwargs": dict(settings.engine_args),
     }
 
 

@@ -113,14 +113,17 @@ def test_the_factory_builds_each_kind_from_the_settings() -> None:
     )  # fmt: skip
     built = build_backend(vllm)
     assert isinstance(built, VLLMBackend)
-    assert vllm_engine_args(vllm)["engine_kwargs"] == {
+    assert vllm_engine_args(vllm)["engine_kwargs"] == {"quantization": "fp8"}
+    assert built.engine_args == {
+        "dtype": "bfloat16",
+        "gpu_memory_utilization": 0.85,
+        "max_model_len": 4096,
         "tensor_parallel_size": 2,
         "enforce_eager": True,
+        "max_logprobs": 20,
+        "enable_prefix_caching": True,
         "quantization": "fp8",
     }
-    assert (
-        built.info.details["dtype"] == "bfloat16" and built.info.details["max_model_len"] == "4096"
-    )
 
 
 def test_an_openai_role_without_a_url_names_the_variable_to_set() -> None:
