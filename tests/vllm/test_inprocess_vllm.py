@@ -19,20 +19,32 @@ import pytest_asyncio
 
 pytest.importorskip("vllm")
 
-from judges.backends.base import ChoiceRequest, GenerateRequest, user  # noqa: E402
-from judges.backends.factory import build_backend  # noqa: E402
-from judges.backends.settings import ModelSettings  # noqa: E402
-from judges.backends.vllm_backend import AsyncEngineRows, VLLMBackend  # noqa: E402
+from judges.backends.base import ChoiceRequest, GenerateRequest, user
+from judges.backends.factory import build_backend
+from judges.backends.settings import ModelSettings
+from judges.backends.vllm_backend import AsyncEngineRows, VLLMBackend
 
-CACHE = Path(
-    os.environ.get("PLAUDIT_TEST_MODEL_CACHE", Path.home() / ".cache/plaudit-test/models")
-)
+CACHE = Path(os.environ.get("PLAUDIT_TEST_MODEL_CACHE", Path.home() / ".cache/plaudit-test/models"))
+
+
+def model_dir() -> Path:
+    """The converted SmolLM2 folder (the stage's venv lacks the GGUF package to convert it)."""
+    given = os.environ.get("PLAUDIT_TEST_VLLM_MODEL_DIR")
+    found = [Path(given)] if given else sorted(CACHE.glob("SmolLM2-135M-Instruct*/config.json"))
+    if not found:
+        pytest.skip(f"no converted SmolLM2 in {CACHE}")
+    return found[0] if given else found[0].parent
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def backend() -> AsyncIterator[VLLMBackend]:
     settings = ModelSettings(
-        backend="vllm", dtype="float32", max_model_len=1024, enforce_eager=True, timeout_s=600
+        backend="vllm",
+        model=str(model_dir()),
+        dtype="float32",
+        max_model_len=1024,
+        enforce_eager=True,
+        timeout_s=600,
     )
     built = build_backend(settings, role="judge", models_dir=CACHE)
     assert isinstance(built, VLLMBackend)
