@@ -12,10 +12,15 @@ from collections.abc import Sequence
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from judges.backends.base import GeneratedText, GenerateRequest, GenerateResult
 from judges.templates import load_template
+from services.app import create_app
+from services.core.embedder import Embedder
+from services.core.settings import Settings
 from services.judge import listwise
+from tests.judge_service.scripted import ScriptedBackend
 
 QUESTION = "What is the capital of France?"
 ANSWERS = ["Paris.", "Berlin.", "The capital of France is Paris.", "I like turtles."]
@@ -102,6 +107,25 @@ def test_the_schema_lists_the_ids_and_the_count() -> None:
     schema = listwise.listwise_schema(["r1", "r2"])["properties"]["scores"]
     assert schema["minItems"] == schema["maxItems"] == 2
     assert schema["items"]["properties"]["id"]["enum"] == ["r1", "r2"]
+
+
+async def test_the_endpoint_reports_statuses_and_an_outage_is_503(
+    settings: Settings, embedder: Embedder
+) -> None:
+    # The scripted judge answers a schema with a pairwise verdict, never with scores.
+    app: FastAPI = create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            body = {"prompt": QUESTION, "completions": ["Paris.", "Berlin."]}
+            answered = await client.post("/v1/judge/listwise", json=body)
+            down = await client.post("/v1/judge/listwise", json={**body, "prompt": "FAIL"})
+    assert answered.status_code == 200, answered.text
+    data = answered.json()
+    assert [r["status"] for r in data["results"]] == ["unparseable"] * 2
+    assert all(r["reward"] is None and "scores" in r["error"] for r in data["results"])
+    assert data["calls"] == 2  # asked again once
+    assert down.status_code == 503 and down.json()["error"]["type"] == "backend_unavailable"
 
 
 @pytest.mark.slow
