@@ -236,7 +236,9 @@ if __name__ == "__main__":
     parser.add_argument("--groups", type=int, default=10, help="(question, turn) groups sampled")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-chars", type=int, default=300, help="each answer cut to this")
-    parser.add_argument("--max-new-tokens", type=int, default=80, help="listwise reply budget")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="listwise reply budget (default: auto)"
+    )
     parser.add_argument("--out", default=None, help="write the full JSON here")
     result = asyncio.run(main(parser.parse_args()))
     if result["config"]["out"]:

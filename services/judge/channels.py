@@ -72,7 +72,9 @@ class JudgeListwiseSpec(ChannelSpec):
 
     criteria: str | None = Field(default=None, max_length=4000)
     template: str | None = None
-    max_new_tokens: int = Field(default=256, ge=16, le=4096)
+    max_new_tokens: int | None = Field(
+        default=None, ge=16, le=4096, description="default 16 per completion plus 16"
+    )
 
     def value_range(self) -> tuple[float, float] | None:
         return (0.0, 1.0)

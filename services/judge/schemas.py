@@ -203,8 +203,11 @@ class ListwiseRequest(RunTag):
         description="what 'better' means (default: helpful, correct and clear)",
     )
     template: TemplateRef | None = Field(default=None, description="default listwise@1")
-    max_new_tokens: MaxNewTokens = Field(
-        default=256, ge=16, description="tokens of the JSON reply (about 8 per completion)"
+    max_new_tokens: MaxNewTokens | None = Field(
+        default=None,
+        ge=16,
+        description="tokens of the JSON reply; default 16 per completion plus 16 (SmolLM2 "
+        "writes about 15 per entry)",
     )
     cache: bool = True
 

@@ -187,7 +187,11 @@ class JudgeService:
             model=info.model_id,
             template=template.ref,
             mode="generate",
-            sampling={"temperature": 0.0, "max_new_tokens": request.max_new_tokens},
+            sampling={
+                "temperature": 0.0,
+                "max_new_tokens": request.max_new_tokens
+                or listwise.reply_budget(len(request.completions)),
+            },
         )
         response = listwise.response(completion_ids(request.completions), outcome, stamp)
         await self._store("judge.listwise", request, response.model_dump())

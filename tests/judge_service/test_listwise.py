@@ -130,7 +130,7 @@ async def test_the_endpoint_reports_statuses_and_an_outage_is_503(
 
 @pytest.mark.slow
 async def test_listwise_on_the_real_model(client: httpx.AsyncClient) -> None:
-    body = {"prompt": QUESTION, "completions": ANSWERS, "cache": False, "max_new_tokens": 96}
+    body = {"prompt": QUESTION, "completions": ANSWERS, "cache": False}
     response = await client.post("/v1/judge/listwise", json=body)
     assert response.status_code == 200, response.text
     data = response.json()
@@ -150,7 +150,7 @@ async def test_the_listwise_channel_on_the_real_model(client: httpx.AsyncClient)
     body = {
         "prompt": QUESTION,
         "completions": ANSWERS,
-        "spec": {"channels": {"judge_listwise": {"weight": 1.0, "max_new_tokens": 96}}},
+        "spec": {"channels": {"judge_listwise": {"weight": 1.0}}},
     }
     response = await client.post("/v1/rewards/group", json=body)
     assert response.status_code == 200, response.text
