@@ -11,8 +11,12 @@ counted with the judge's tokenizer and chat template; generated tokens as report
 
 Tune on dev.jsonl, report on test.jsonl (the data's README)::
 
-    OMP_NUM_THREADS=2 PLAUDIT_MODEL_CACHE_DIR=~/.cache/plaudit-test/models \\
-    PLAUDIT_JUDGE_TIMEOUT_S=3000 python -m bench.bench_listwise --split test --groups 10
+    OMP_NUM_THREADS=1 PLAUDIT_JUDGE_FENCE_SECRET=bench-listwise \\
+    PLAUDIT_MODEL_CACHE_DIR=~/.cache/plaudit-test/models PLAUDIT_JUDGE_TIMEOUT_S=3000 \\
+    python -m bench.bench_listwise --split test --groups 8
+
+A fixed ``PLAUDIT_JUDGE_FENCE_SECRET`` keeps the prompts (their fence codes) the same from run
+to run; with a random one the 135M judge's verdicts change between runs.
 """
 
 from __future__ import annotations
