@@ -34,8 +34,8 @@ import httpx
 from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
 from services.core.cache import MemoryCache
+from services.core.model_layer import model_backend
 from services.core.settings import get_settings
-from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.schemas import GroupRequest, JudgeOptions
 from services.judge.service import JudgeService
@@ -238,7 +238,8 @@ async def _wait_ready(client: httpx.AsyncClient) -> None:
 
 
 async def _started_backend(**overrides: Any) -> Any:
-    backend = make_backend(get_settings().with_overrides(**overrides))
+    settings = get_settings().with_overrides(**overrides)
+    backend = model_backend(settings, "judge", settings.judge)
     await backend.start()
     return backend
 

@@ -24,8 +24,8 @@ from typing import Any
 from bench.common import machine
 from bench.injection import STYLES, TRIPLES, Case, Verdict, build_cases, count_flips
 from services.core.cache import MemoryCache
+from services.core.model_layer import model_backend
 from services.core.settings import get_settings
-from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
@@ -62,7 +62,7 @@ async def _judge(service: JudgeService, case: Case, template: str, swap: bool) -
 
 async def run(templates: Sequence[str], triples: int, out: str | None) -> dict[str, Any]:
     settings = get_settings()
-    backend = make_backend(settings)
+    backend = model_backend(settings, "judge", settings.judge)
     start = getattr(backend, "start", None)
     if start is not None:
         await start()

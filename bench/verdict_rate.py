@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from services.core.cache import MemoryCache
+from services.core.model_layer import model_backend
 from services.core.settings import get_settings
 from services.judge import evaluation as ev
-from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
@@ -33,7 +33,7 @@ async def _count(args: argparse.Namespace) -> dict[str, Any]:
     settings = get_settings()
     votes = ev.stratified_sample(ev.load_votes(args.data), args.limit, args.seed, non_tie_only=True)
     votes = votes[args.skip :]  # resume a run that stopped part-way (the sample is in id order)
-    backend = make_backend(settings)
+    backend = model_backend(settings, "judge", settings.judge)
     start = getattr(backend, "start", None)
     if start is not None:
         await start()

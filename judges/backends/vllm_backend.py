@@ -1,10 +1,15 @@
 """A judge backend that runs vLLM in this process, for a GPU box.
 
-``vllm`` is imported only when the engine loads (:meth:`VLLMBackend.start`). The engine
-has ``enable_prefix_caching=True``: judge prompts share long system prompts and rubrics.
-Engine calls run on one dedicated worker thread (``vllm.LLM`` is not thread-safe), never
-on the event loop; the items of a call go to the engine in one ``generate``. Building the
-engine off the main thread needs vLLM >= 0.10.2 (vllm-project/vllm#23298).
+``vllm`` is imported only when the engine loads (:meth:`VLLMBackend.start`). The engine is
+vLLM's async engine (``AsyncLLMEngine``, which is ``AsyncLLM`` in vLLM's V1), built from the
+role's settings (dtype, max_model_len, gpu_memory_utilization, tensor_parallel_size,
+enforce_eager and any other engine argument: docs/models.md) with
+``enable_prefix_caching=True``, since judge prompts share long system prompts and rubrics.
+Every row of every call is its own engine request, so the rows of concurrent calls are
+batched together by vLLM's scheduler (issue 19: with ``vllm.LLM`` on one thread, 8
+concurrent calls ran one after another). Tokenization runs in a worker thread, never on the
+event loop. Building the engine off the main thread needs vLLM >= 0.10.2
+(vllm-project/vllm#23298).
 
 Choice scoring, per request:
 
@@ -30,15 +35,15 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import functools
+import inspect
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from judges.backends.base import (
     BackendInfo,
@@ -57,7 +62,6 @@ from judges.lifecycle import Readiness, State
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "vllm"
-T = TypeVar("T")
 R = TypeVar("R", ChoiceResult, GenerateResult)
 
 
@@ -68,8 +72,54 @@ class _Row:
     target: list[int]
 
 
+class Engine(Protocol):
+    """What the runtime needs of an engine: its tokenizer, and rows run concurrently."""
+
+    def get_tokenizer(self) -> Any:
+        """The engine's (HF-like) tokenizer."""
+        ...
+
+    async def generate_rows(
+        self, prompts: Sequence[Mapping[str, list[int]]], params: Sequence[Any]
+    ) -> list[Any]:
+        """One ``RequestOutput`` per prompt, in order; an exception object for a row that
+        failed on its own (or raises for the whole call)."""
+        ...
+
+
+class AsyncEngineRows:
+    """:class:`Engine` over vLLM's ``AsyncLLM``: each row is its own engine request, sent
+    at once, so vLLM's scheduler batches the rows of every concurrent call together. A row
+    cancelled (a timeout) is aborted in the engine by vLLM's own ``generate``."""
+
+    def __init__(self, engine: Any, tokenizer: Any) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_config = getattr(engine, "model_config", None)
+
+    def get_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    async def generate_rows(
+        self, prompts: Sequence[Mapping[str, list[int]]], params: Sequence[Any]
+    ) -> list[Any]:
+        rows = (self._one(p, sp) for p, sp in zip(prompts, params, strict=True))
+        return list(await asyncio.gather(*rows, return_exceptions=True))
+
+    async def _one(self, prompt: Mapping[str, list[int]], params: Any) -> Any:
+        final = None
+        async for output in self.engine.generate(dict(prompt), params, uuid.uuid4().hex):
+            final = output  # cumulative outputs: the last one holds the whole request
+        if final is None:
+            raise RuntimeError("the engine finished the request without an output")
+        return final
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
 class VLLMRuntime:
-    """Blocking choice scoring and generation on a ``vllm.LLM`` (call from one thread).
+    """Choice scoring and generation on an async vLLM engine (an :class:`Engine`).
 
     ``sampling_params`` is ``vllm.SamplingParams`` (injectable so the plumbing can be
     tested without a GPU); ``structured`` names the ``SamplingParams`` field for guided
@@ -78,7 +128,7 @@ class VLLMRuntime:
 
     def __init__(
         self,
-        llm: Any,
+        llm: Engine,
         sampling_params: Callable[..., Any],
         *,
         top_logprobs: int = 20,
@@ -109,8 +159,25 @@ class VLLMRuntime:
         ids: list[int] = self.tokenizer.encode(candidate, add_special_tokens=False)
         return ids
 
-    def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
         """Score every request; never raises for a single item."""
+        results, next_rows, forced = await asyncio.to_thread(self._prepare_choices, requests)
+        for row, result in await self._run(
+            next_rows, self._next_token_params(), results, ChoiceResult.failed
+        ):
+            choice = self._from_next_token(requests[row.owner].candidates, result)
+            if choice is None:  # a candidate is outside the top list: score it exactly
+                forced.extend(self._forced_rows(row.owner, row.ids, requests[row.owner]))
+            else:
+                results[row.owner] = choice
+        await self._score_forced(requests, forced, results)
+        return [r or ChoiceResult.failed("error", "not scored") for r in results]
+
+    def _prepare_choices(
+        self, requests: Sequence[ChoiceRequest]
+    ) -> tuple[list[ChoiceResult | None], list[_Row], list[_Row]]:
+        """Tokenized rows: next-token rows, teacher-forced rows, and the items already
+        decided (invalid or failed to encode)."""
         results: list[ChoiceResult | None] = [None] * len(requests)
         next_rows: list[_Row] = []
         forced: list[_Row] = []
@@ -122,16 +189,7 @@ class VLLMRuntime:
                 next_rows.extend(prepared)
             else:
                 forced.extend(prepared)
-        for row, result in self._run(
-            next_rows, self._next_token_params(), results, ChoiceResult.failed
-        ):
-            choice = self._from_next_token(requests[row.owner].candidates, result)
-            if choice is None:  # a candidate is outside the top list: score it exactly
-                forced.extend(self._forced_rows(row.owner, row.ids, requests[row.owner]))
-            else:
-                results[row.owner] = choice
-        self._score_forced(requests, forced, results)
-        return [r or ChoiceResult.failed("error", "not scored") for r in results]
+        return results, next_rows, forced
 
     def _prepare_choice(self, index: int, request: ChoiceRequest) -> ChoiceResult | list[_Row]:
         problem = validate_choice(request)
@@ -174,7 +232,7 @@ class VLLMRuntime:
             return None
         return ChoiceResult.from_logprobs(candidates, [listed[i] for i in ids])
 
-    def _score_forced(
+    async def _score_forced(
         self,
         requests: Sequence[ChoiceRequest],
         rows: list[_Row],
@@ -182,7 +240,7 @@ class VLLMRuntime:
     ) -> None:
         params = self.sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=1)
         sums: dict[int, list[float]] = {}
-        for row, output in self._run(rows, params, results, ChoiceResult.failed):
+        for row, output in await self._run(rows, params, results, ChoiceResult.failed):
             positions = output.prompt_logprobs[len(row.ids) - len(row.target) :]
             picked = zip(positions, row.target, strict=True)
             sums.setdefault(row.owner, []).append(sum(float(p[t].logprob) for p, t in picked))
@@ -190,19 +248,10 @@ class VLLMRuntime:
             if results[owner] is None and len(values) == len(requests[owner].candidates):
                 results[owner] = ChoiceResult.from_logprobs(requests[owner].candidates, values)
 
-    def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
-        """Generate for every request in one engine call; never raises for a single item."""
-        results: list[GenerateResult | None] = [None] * len(requests)
-        rows: list[_Row] = []
-        params: list[Any] = []
-        for index, request in enumerate(requests):
-            prepared = self._prepare_generate(index, request)
-            if isinstance(prepared, GenerateResult):
-                results[index] = prepared
-                continue
-            rows.append(prepared)
-            params.append(self._generate_params(request))
-        for row, output in self._run(rows, params, results, GenerateResult.failed):
+    async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
+        """Generate for every request at once; never raises for a single item."""
+        results, rows, params = await asyncio.to_thread(self._prepare_generates, requests)
+        for row, output in await self._run(rows, params, results, GenerateResult.failed):
             results[row.owner] = GenerateResult.of(
                 [
                     GeneratedText(
@@ -214,6 +263,21 @@ class VLLMRuntime:
                 ]
             )
         return [r or GenerateResult.failed("error", "not generated") for r in results]
+
+    def _prepare_generates(
+        self, requests: Sequence[GenerateRequest]
+    ) -> tuple[list[GenerateResult | None], list[_Row], list[Any]]:
+        results: list[GenerateResult | None] = [None] * len(requests)
+        rows: list[_Row] = []
+        params: list[Any] = []
+        for index, request in enumerate(requests):
+            prepared = self._prepare_generate(index, request)
+            if isinstance(prepared, GenerateResult):
+                results[index] = prepared
+                continue
+            rows.append(prepared)
+            params.append(self._generate_params(request))
+        return results, rows, params
 
     def _generate_params(self, request: GenerateRequest) -> Any:
         """Sampling parameters, with the JSON schema as guided decoding when there is one."""
@@ -251,25 +315,30 @@ class VLLMRuntime:
             return GenerateResult.failed("invalid", "this vLLM has no guided decoding")
         return _Row(index, ids, [])
 
-    def _run(
+    async def _run(
         self,
         rows: list[_Row],
         params: Any,
         results: list[R | None],
         failed: Callable[[ItemStatus, str], R],
     ) -> list[tuple[_Row, Any]]:
-        """One engine call for ``rows``; if it fails, their owners get ``error`` results."""
+        """``rows`` through the engine at once; a failed row (or call) fails its owner."""
         if not rows:
             return []
         prompts = [{"prompt_token_ids": row.ids} for row in rows]
+        per_row = params if isinstance(params, list) else [params] * len(rows)
         try:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            outputs = await self.llm.generate_rows(prompts, per_row)
         except Exception as exc:
             logger.exception("vLLM call with %d prompts failed", len(rows))
-            for row in rows:
-                results[row.owner] = failed("error", f"{type(exc).__name__}: {exc}")
-            return []
-        return list(zip(rows, outputs, strict=True))
+            outputs = [exc] * len(rows)
+        done: list[tuple[_Row, Any]] = []
+        for row, output in zip(rows, outputs, strict=True):
+            if isinstance(output, BaseException):
+                results[row.owner] = failed("error", f"{type(output).__name__}: {output}")
+            elif results[row.owner] is None:
+                done.append((row, output))
+        return done
 
 
 def guided_decoding() -> tuple[str, Callable[..., Any]] | None:
@@ -313,14 +382,15 @@ def _engine_max_len(llm: Any) -> int:
 
 
 class VLLMBackend:
-    """:class:`~judges.backends.base.JudgeBackend` over an in-process ``vllm.LLM``.
+    """:class:`~judges.backends.base.JudgeBackend` over vLLM's async engine in this process.
 
     ``model`` is a local HF directory, a ``.gguf`` file or None (both resolved and, for
     GGUF, converted once into ``cache_dir`` by :mod:`judges.backends.convert`; None is the
-    bundled SmolLM2), or a hub id passed to vLLM as is. ``engine_kwargs`` go to
-    ``vllm.LLM`` (``tensor_parallel_size``, ``quantization``, ...). ``timeout_s`` bounds
-    each call: items not back by then are ``timeout`` (the engine call itself runs on, and
-    the next call waits for it). Construction is cheap; :meth:`start` loads the engine.
+    bundled SmolLM2), or a hub id passed to vLLM as is. The named engine arguments and
+    ``engine_kwargs`` (``quantization``, ...) go to ``AsyncEngineArgs``; settings build them
+    with :func:`judges.backends.factory.vllm_engine_args`. ``timeout_s`` bounds each call:
+    items not back by then are ``timeout`` and their engine requests are aborted.
+    Construction is cheap; :meth:`start` builds the engine (in a worker thread).
     """
 
     def __init__(
@@ -331,6 +401,8 @@ class VLLMBackend:
         dtype: str = "auto",
         gpu_memory_utilization: float = 0.85,
         max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        enforce_eager: bool = False,
         top_logprobs: int = 20,
         timeout_s: float | None = None,
         engine_kwargs: Mapping[str, Any] | None = None,
@@ -343,6 +415,8 @@ class VLLMBackend:
             "dtype": dtype,
             "gpu_memory_utilization": gpu_memory_utilization,
             "max_model_len": max_model_len,
+            "tensor_parallel_size": tensor_parallel_size,
+            "enforce_eager": enforce_eager,
             "max_logprobs": top_logprobs,
             "enable_prefix_caching": True,
             **(engine_kwargs or {}),
@@ -351,10 +425,14 @@ class VLLMBackend:
         self._timeout_s = timeout_s
         self._runtime: VLLMRuntime | None = None
         self._model_name: str | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._start_lock = asyncio.Lock()
         self._state: State = "idle"
         self._start_error: str | None = None
+
+    @property
+    def engine_args(self) -> dict[str, Any]:
+        """The arguments the engine is (or will be) built with, unset ones left out."""
+        return {k: v for k, v in self._engine_kwargs.items() if v is not None}
 
     @property
     def info(self) -> BackendInfo:
@@ -362,21 +440,19 @@ class VLLMBackend:
         name = self._model_name or (
             "SmolLM2-135M-Instruct" if self._model_ref is None else Path(self._model_ref).name
         )
-        details = {k: str(v) for k, v in self._engine_kwargs.items() if v is not None}
+        details = {k: str(v) for k, v in self.engine_args.items()}
         details["choice_scoring"] = "sequence"  # multi-token candidates are teacher-forced
         return BackendInfo(name=BACKEND_NAME, model_id=name, details=details)
 
     async def start(self) -> None:
-        """Resolve the model and build the engine on the worker thread. Idempotent."""
+        """Resolve the model and build the engine in a worker thread. Idempotent."""
         async with self._start_lock:
             if self._runtime is not None:
                 return
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm")
             started = time.monotonic()
             self._state, self._start_error = "loading", None
             try:
-                self._runtime = await self._in_worker(self._load)
+                self._runtime = await self._load()
             except Exception as exc:
                 self._state, self._start_error = "failed", f"{type(exc).__name__}: {exc}"
                 raise
@@ -391,14 +467,12 @@ class VLLMBackend:
         return Readiness(self._state, self._start_error)
 
     async def aclose(self) -> None:
-        """Drop the engine and stop the worker thread."""
-        executor, self._executor = self._executor, None
-        self._runtime = None
+        """Shut the engine down (its engine-core process with it)."""
+        runtime, self._runtime = self._runtime, None
         self._state = "closed"
-        if executor is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(executor.shutdown, wait=True)
-            )
+        shutdown = getattr(runtime.llm, "shutdown", None) if runtime is not None else None
+        if callable(shutdown):
+            await asyncio.to_thread(shutdown)
 
     async def __aenter__(self) -> VLLMBackend:
         await self.start()
@@ -408,29 +482,31 @@ class VLLMBackend:
         await self.aclose()
 
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[ChoiceResult]:
-        """Score every request in at most two engine calls."""
+        """Score every request; its rows run in the engine with every other call's."""
         if not requests:
             return []
         runtime = await self._ready()
-        work = functools.partial(runtime.score_choices, list(requests))
-        return await self._call(work, len(requests), ChoiceResult.failed)
+        return await self._call(runtime.score_choices(requests), len(requests), ChoiceResult.failed)
 
     async def generate(self, requests: Sequence[GenerateRequest]) -> list[GenerateResult]:
-        """Generate every reply in one engine call."""
+        """Generate every reply; its rows run in the engine with every other call's."""
         if not requests:
             return []
         runtime = await self._ready()
-        work = functools.partial(runtime.generate, list(requests))
-        return await self._call(work, len(requests), GenerateResult.failed)
+        return await self._call(runtime.generate(requests), len(requests), GenerateResult.failed)
 
-    def _load(self) -> VLLMRuntime:
+    async def _load(self) -> VLLMRuntime:
         import vllm
 
-        model = self._resolve_model()
-        kwargs = {k: v for k, v in self._engine_kwargs.items() if v is not None}
-        llm = vllm.LLM(model=model, **kwargs)
+        model = await asyncio.to_thread(self._resolve_model)
+        args = vllm.AsyncEngineArgs(model=model, **self.engine_args)
+        # AsyncLLM starts its output loop on the event loop at the first request.
+        engine = await asyncio.to_thread(vllm.AsyncLLMEngine.from_engine_args, args)
+        tokenizer = engine.get_tokenizer()
+        if inspect.isawaitable(tokenizer):  # vLLM before V1 returned a coroutine
+            tokenizer = await tokenizer
         return VLLMRuntime(
-            llm,
+            AsyncEngineRows(engine, tokenizer),
             vllm.SamplingParams,
             top_logprobs=self._top_logprobs,
             structured=guided_decoding(),
@@ -454,17 +530,12 @@ class VLLMBackend:
         return self._runtime
 
     async def _call(
-        self, work: Callable[[], list[R]], count: int, failed: Callable[[ItemStatus, str], R]
+        self, work: Awaitable[list[R]], count: int, failed: Callable[[ItemStatus, str], R]
     ) -> list[R]:
         try:
-            return await asyncio.wait_for(self._in_worker(work), self._timeout_s)
+            return await asyncio.wait_for(work, self._timeout_s)
         except TimeoutError:
             return [failed("timeout", f"no answer within {self._timeout_s}s")] * count
         except Exception as exc:  # the runtime isolates items; this is a last resort
             logger.exception("vLLM batch failed")
             return [failed("error", f"{type(exc).__name__}: {exc}")] * count
-
-    async def _in_worker(self, fn: Callable[[], T]) -> T:
-        if self._executor is None:
-            raise RuntimeError("backend is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)

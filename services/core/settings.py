@@ -163,7 +163,7 @@ def fold_section_fields(settings: type[BaseSettings], data: dict[str, Any]) -> d
     for key, value in data.items():
         section, _, field = str(key).partition("_")
         model = _section_model(settings, section)
-        if model is not None and field in model.model_fields and key not in settings.model_fields:
+        if model is not None and _accepts(model, field) and key not in settings.model_fields:
             current = out.get(section, {})
             base = current.model_dump() if isinstance(current, BaseModel) else dict(current)
             out[section] = {**base, field: value}
@@ -179,6 +179,13 @@ def _section_model(settings: type[BaseSettings], name: str) -> type[BaseModel] |
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
+
+
+def _accepts(model: type[BaseModel], field: str) -> bool:
+    """True when section ``model`` takes ``field``: one of its fields, or a flat key it folds
+    into one (a model role's ``llm_base_url``; see judges.backends.settings)."""
+    folded = getattr(model, "folded_keys", None)
+    return field in model.model_fields or (callable(folded) and field in folded())
 
 
 def is_loopback(host: str) -> bool:

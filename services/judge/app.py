@@ -10,11 +10,11 @@ from fastapi import FastAPI
 from judges.backends.base import JudgeBackend
 from services.core.app_factory import build_app
 from services.core.components import Component
+from services.core.model_layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import Settings
 from services.jobs.app import component as jobs_component
 from services.judge import jobs
-from services.judge.backend_factory import make_backend
 from services.judge.cached import CachedJudge
 from services.judge.channels import judge_channels
 from services.judge.router import router
@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 def component() -> Component:
     def build(resources: Resources) -> JudgeService:
         given: JudgeBackend | None = resources.extras.get("judge_backend")
-        backend = given or make_backend(
-            resources.settings, on_batch=resources.metrics.observe_batch
+        settings = resources.settings
+        backend = given or model_backend(
+            settings, "judge", settings.judge, on_batch=resources.metrics.observe_batch
         )
         resources.manage("judge", backend, close=given is None)  # a given one is the caller's
         judge = CachedJudge(

@@ -1,4 +1,5 @@
-"""The judge's reward channels: ``judge_pairwise`` (a tournament) and ``judge_scale`` (1..K)."""
+"""The judge's reward channels: ``judge_pairwise`` (a tournament), ``judge_scale`` (1..K)
+and ``judge_listwise`` (the whole group in one call)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from services.core.channels import (
     GroupInput,
 )
 from services.core.validation import build_request, need_two
-from services.judge.schemas import GroupRequest, Mode, ScaleRequest
+from services.judge import listwise
+from services.judge.schemas import GroupRequest, ListwiseRequest, Mode, ScaleRequest
 from services.judge.service import DEFAULT_SCALE_TEMPLATE, DEFAULT_TEMPLATES, JudgeService
 
 
@@ -61,6 +63,25 @@ class JudgeScaleSpec(ChannelSpec):
         return self.model_copy(
             update={"template": _pinned(self.template or DEFAULT_SCALE_TEMPLATE, "choice")}
         )
+
+
+class JudgeListwiseSpec(ChannelSpec):
+    """Listwise judge (``JudgeService.listwise``): value = the judge's 0..10 score / 10."""
+
+    needs_group = True
+
+    criteria: str | None = Field(default=None, max_length=4000)
+    template: str | None = None
+    max_new_tokens: int | None = Field(
+        default=None, ge=16, le=4096, description="default 16 per completion plus 16"
+    )
+
+    def value_range(self) -> tuple[float, float] | None:
+        return (0.0, 1.0)
+
+    def resolved(self) -> JudgeListwiseSpec:
+        ref = _pinned(self.template or listwise.DEFAULT_TEMPLATE, "generate")
+        return self.model_copy(update={"template": ref})
 
 
 def _pinned(ref: str, kind: str) -> str:
@@ -123,6 +144,27 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
             levels=[r.mode for r in response.results],
         )
 
+    async def listwise_channel(spec: JudgeListwiseSpec, group: GroupInput) -> ChannelOutcome:
+        need_two("judge_listwise", group.completions)
+        request = build_request(
+            ListwiseRequest,
+            prompt=group.prompt,
+            completions=group.completions,
+            **spec.model_dump(exclude={"weight"}),
+        )
+        response = await judge.listwise(request)
+        return ChannelOutcome(
+            values=[r.reward for r in response.results],
+            statuses=[r.status for r in response.results],
+            meta={
+                **response.judge.model_dump(),
+                "calls": response.calls,
+                "completion_tokens": response.completion_tokens,
+            },
+            details=[{} for _ in response.results],
+            errors=[r.error for r in response.results],
+        )
+
     return [
         Channel(
             "judge_pairwise",
@@ -131,4 +173,10 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
             "pairwise judge tournament over the group, asked in both orders",
         ),
         Channel("judge_scale", JudgeScaleSpec, scale, "pointwise 1..K grade (expected value)"),
+        Channel(
+            "judge_listwise",
+            JudgeListwiseSpec,
+            listwise_channel,
+            "listwise judge: the whole group scored 0..10 in one call (score / 10)",
+        ),
     ]

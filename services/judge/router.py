@@ -17,6 +17,8 @@ from services.judge.schemas import (
     EvaluationRequest,
     GroupRequest,
     GroupResponse,
+    ListwiseRequest,
+    ListwiseResponse,
     PairwiseRequest,
     PairwiseResponse,
     ScaleRequest,
@@ -57,6 +59,14 @@ async def scale(
 ) -> JSONResponse:
     """A 1..K grade distribution per completion, from the level tokens' probabilities."""
     return await replayable(resources, key, "judge.scale", body, lambda: service.scale(body))
+
+
+@router.post("/listwise", response_model=ListwiseResponse)
+async def listwise(
+    body: ListwiseRequest, service: Service, resources: ResourcesDep, key: IdempotencyKey = None
+) -> JSONResponse:
+    """A 0..10 score per completion from one judge call that sees the whole group."""
+    return await replayable(resources, key, "judge.listwise", body, lambda: service.listwise(body))
 
 
 @router.post("/evaluations", status_code=202, response_model=JobOut)

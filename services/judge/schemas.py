@@ -206,6 +206,44 @@ class ScaleResponse(BaseModel):
     judge: JudgeStamp
 
 
+class ListwiseRequest(RunTag):
+    """Every completion of a group scored 0..10 in one judge call (listwise, as RULER does).
+
+    Example: ``{"prompt": "2+2?", "completions": [{"text": "4"}, {"text": "5"}]}``
+    """
+
+    prompt: Prompt
+    completions: Completions = Field(min_length=2)
+    criteria: str | None = Field(
+        default=None,
+        max_length=4000,
+        description="what 'better' means (default: helpful, correct and clear)",
+    )
+    template: TemplateRef | None = Field(default=None, description="default listwise@1")
+    max_new_tokens: MaxNewTokens | None = Field(
+        default=None,
+        ge=16,
+        description="tokens of the JSON reply; default 16 per completion plus 16 (SmolLM2 "
+        "writes about 15 per entry)",
+    )
+    cache: bool = True
+
+
+class ListwiseResult(BaseModel):
+    id: str
+    reward: float | None = Field(description="the judge's score / 10, in [0, 1]")
+    status: ItemStatus
+    error: str | None = None
+
+
+class ListwiseResponse(BaseModel):
+    kind: Literal["rewards"] = "rewards"
+    results: list[ListwiseResult]
+    calls: int = Field(description="judge calls made: 1, or 2 when the reply was asked again")
+    completion_tokens: int
+    judge: JudgeStamp
+
+
 class EvaluationRequest(StoredModel):
     """Agreement of the server's judge with MT-Bench human votes, run as a job.
 

@@ -18,8 +18,8 @@ from judges.templates import (
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import Prompt, completion_ids
+from services.judge import listwise, structured
 from services.judge import orders as order_logic
-from services.judge import structured
 from services.judge.cached import CachedJudge
 from services.judge.pairing import ANCHOR, make_pairs
 from services.judge.schemas import (
@@ -28,6 +28,8 @@ from services.judge.schemas import (
     GroupResponse,
     JudgeOptions,
     JudgeStamp,
+    ListwiseRequest,
+    ListwiseResponse,
     PairOut,
     PairwiseRequest,
     PairwiseResponse,
@@ -168,6 +170,37 @@ class JudgeService:
         await self._store("judge.scale", request, response.model_dump())
         return response
 
+    async def listwise(self, request: ListwiseRequest) -> ListwiseResponse:
+        """A 0..10 score per completion from one judge call over the whole group."""
+        self._check_group(len(request.completions), request)
+        template = _load(request.template or listwise.DEFAULT_TEMPLATE, "generate")
+        question = prompt_text(request.prompt)
+        outcome = await listwise.judge_group(
+            functools.partial(self._judge.generate, use_cache=request.cache),
+            template,
+            self.fence_code(template, question) or "",
+            question,
+            [c.text for c in request.completions],
+            criteria=request.criteria,
+            max_new_tokens=request.max_new_tokens,
+        )
+        _unavailable_if_nothing_judged(outcome.statuses, outcome.errors[0])
+        info = self._judge.backend.info
+        stamp = JudgeStamp(
+            backend=info.name,
+            model=info.model_id,
+            template=template.ref,
+            mode="generate",
+            sampling={
+                "temperature": 0.0,
+                "max_new_tokens": request.max_new_tokens
+                or listwise.reply_budget(len(request.completions)),
+            },
+        )
+        response = listwise.response(completion_ids(request.completions), outcome, stamp)
+        await self._store("judge.listwise", request, response.model_dump())
+        return response
+
     async def judge_pairs(
         self,
         template: PromptTemplate,
@@ -293,7 +326,10 @@ class JudgeService:
         )
 
     async def _store(
-        self, service: str, request: GroupRequest | ScaleRequest, result: dict[str, Any]
+        self,
+        service: str,
+        request: GroupRequest | ScaleRequest | ListwiseRequest,
+        result: dict[str, Any],
     ) -> None:
         """Keep the scored group for the run's audit when the request names a run."""
         if request.run_id is None or self._scored_groups is None:
@@ -305,7 +341,7 @@ class JudgeService:
             [(None, content_hash(request.model_dump()), result)],
         )
 
-    def _check_group(self, g: int, request: GroupRequest) -> None:
+    def _check_group(self, g: int, request: GroupRequest | ListwiseRequest) -> None:
         if g > self._settings.max_group_size:
             raise InvalidInput(
                 f"{g} completions exceed the limit of {self._settings.max_group_size}",

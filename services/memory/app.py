@@ -3,9 +3,9 @@
 
 It feeds on the rubric service's adaptive channels (it sets ``RubricsService.adaptive_sink``)
 and registers the ``memory.revise`` job. The analyst and editor are the judge's model unless
-``PLAUDIT_MEMORY_LLM=local`` gives them their own instance of it (a long generation then never
-holds up scoring on the judge's worker thread) or ``PLAUDIT_MEMORY_LLM=openai`` points them at
-an OpenAI-compatible server.
+``PLAUDIT_MEMORY_LLM`` gives them a backend of their own (docs/models.md): ``local`` (a second
+instance of the judge's model, so a long generation never holds up scoring on the judge's
+worker thread), ``vllm`` or ``openai`` (an OpenAI-compatible server).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from judges.backends.settings import resolve_role
 from judges.generation import GenerateFn
 from services.core.app_factory import build_app
 from services.core.components import Component
+from services.core.model_layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import Settings
 from services.jobs.app import component as jobs_component
@@ -25,7 +27,6 @@ from services.memory.repository import MemoryRepository
 from services.memory.revision import REVISE
 from services.memory.router import router
 from services.memory.service import MemoryService
-from services.memory.settings import MemorySettings
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.service import RubricsService
@@ -58,33 +59,16 @@ def component() -> Component:
 
 
 def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
-    """The analyst's and editor's model: the judge's, or an OpenAI-compatible server."""
-    settings: MemorySettings = resources.settings.memory
+    """The analyst's and editor's model: the judge's, or one of its own from the model layer."""
     given: GenerateFn | None = resources.extras.get("memory_llm")  # tests, benchmarks
     if given is not None:
         return given
-    if settings.llm == "judge":
+    settings = resources.settings
+    own = resolve_role(settings.memory.llm, settings.judge)
+    if own is None:
         cached = judge.cached_judge
         return lambda requests: cached.generate(requests)
-    if settings.llm == "local":
-        from services.judge.backend_factory import make_backend
-
-        own = make_backend(resources.settings, on_batch=resources.metrics.observe_batch)
-        resources.manage("memory_llm", own)
-        return own.generate
-    from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
-
-    if not settings.llm_base_url:
-        raise ValueError("PLAUDIT_MEMORY_LLM=openai needs PLAUDIT_MEMORY_LLM_BASE_URL (with /v1)")
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    backend = OpenAIBackend(
-        OpenAIConfig(
-            settings.llm_base_url,
-            settings.llm_model or "",
-            api_key=key,
-            timeout_s=settings.llm_timeout_s,
-        )
-    )
+    backend = model_backend(settings, "memory", own, on_batch=resources.metrics.observe_batch)
     resources.manage("memory_llm", backend)
     return backend.generate
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, model_validator
+
+from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
 
 
 class MemorySettings(BaseModel):
     """How the memory takes scored groups in, summarises steps and revises rubrics."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_llm(cls, data: Any) -> Any:
+        """``llm="openai"``, ``llm_base_url=...`` (the environment's spelling) -> ``llm``."""
+        return fold_role_fields(data, "llm", "llm") if isinstance(data, dict) else data
+
+    @classmethod
+    def folded_keys(cls) -> frozenset[str]:
+        """Flat keys the section accepts besides its fields (see Settings.with_overrides)."""
+        return role_keys("llm")
 
     queue_size: int = Field(default=1000, ge=1, description="scored groups waiting for ingest")
     revise_every: int = Field(default=5, ge=1, description="steps between revisions (per run)")
@@ -46,15 +59,14 @@ class MemorySettings(BaseModel):
     hacking_corr_rise: float = Field(
         default=0.3, gt=0, le=2, description="reward-length correlation rise that flags hacking"
     )
-    llm: Literal["judge", "local", "openai"] = Field(
-        default="judge",
-        description="the analyst and editor: judge (the judge's own backend, shared with "
-        "scoring), local (a second instance of the judge's model in its own worker thread, so "
-        "a long generation never holds up scoring) or openai (an OpenAI-compatible server)",
+    llm: RoleField = Field(
+        default_factory=RoleModelSettings,
+        description="the analyst's and editor's model (docs/models.md): judge (the judge's own "
+        "backend, shared with scoring), or a backend of its own: local (a second instance of "
+        "the judge's model in its own worker thread, so a long generation never holds up "
+        "scoring), vllm or openai. PLAUDIT_MEMORY_LLM names the backend, "
+        "PLAUDIT_MEMORY_LLM_<FIELD> sets any other model field (BASE_URL, MODEL, API_KEY, "
+        "TIMEOUT_S, MAX_CONCURRENCY, ...)",
     )
-    llm_base_url: str | None = Field(default=None, description="openai: server URL (with /v1)")
-    llm_model: str | None = Field(default=None, description="openai: the served model name")
-    llm_api_key: SecretStr | None = None
-    llm_timeout_s: float = Field(default=300.0, gt=0)
     analyst_max_new_tokens: int = Field(default=160, ge=16, le=4096)
     editor_max_new_tokens: int = Field(default=320, ge=16, le=4096)

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
 
 
 class RubricsSettings(BaseModel):
     """The size limits of a rubric and of one scoring request."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_synthesis(cls, data: Any) -> Any:
+        """``synthesis="openai"``, ``synthesis_base_url=...`` -> ``synthesis``."""
+        return fold_role_fields(data, "synthesis", "synthesis") if isinstance(data, dict) else data
+
+    @classmethod
+    def folded_keys(cls) -> frozenset[str]:
+        """Flat keys the section accepts besides its fields (see Settings.with_overrides)."""
+        return role_keys("synthesis")
 
     max_criteria: int = Field(default=50, ge=1, description="criteria per rubric")
     max_weight: float = Field(default=100.0, gt=0, description="largest criterion weight")
@@ -16,6 +31,12 @@ class RubricsSettings(BaseModel):
         default=512, ge=16, le=4096, description="generate mode: tokens of the JSON verdicts"
     )
     # --- synthesis (services/rubrics/synthesis) -------------------------------------------
+    synthesis: RoleField = Field(
+        default_factory=RoleModelSettings,
+        description="the synthesis generator's model (docs/models.md): judge (the judge's "
+        "backend and cache) or local, vllm or openai of its own. PLAUDIT_RUBRICS_SYNTHESIS "
+        "names the backend, PLAUDIT_RUBRICS_SYNTHESIS_<FIELD> sets any other model field",
+    )
     synthesis_max_documents: int = Field(
         default=1000, ge=1, description="documents per synthesis job (inline or from a corpus)"
     )

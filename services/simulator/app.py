@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from judges.backends.base import JudgeBackend
+from judges.backends.settings import resolve_role
 from services.core.app_factory import build_app
 from services.core.components import Component
+from services.core.model_layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import Settings
 from services.jobs.app import component as jobs_component
@@ -20,39 +22,18 @@ from services.simulator.service import SimulatorService
 def base_backend(resources: Resources) -> tuple[JudgeBackend, bool]:
     """The uncalibrated simulator's model and whether this service owns (closes) it."""
     settings = resources.settings
-    kind = settings.simulator.backend
     given: JudgeBackend | None = resources.extras.get("simulator_backend")
     if given is not None:
         return given, False
-    if kind == "judge":
-        shared = resources.models.get("judge") or resources.extras.get("judge_backend")
-        if isinstance(shared, JudgeBackend):
-            return shared, False
-        from services.judge.backend_factory import make_backend
-
-        return make_backend(settings, on_batch=resources.metrics.observe_batch), True
-    if kind == "openai":
-        from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
-
-        if not settings.simulator.base_url:
-            raise ValueError("the openai simulator backend needs PLAUDIT_SIMULATOR_BASE_URL")
-        config = OpenAIConfig(
-            settings.simulator.base_url,
-            settings.simulator.model or "",
-            api_key=settings.simulator.api_key,
-        )
-        return OpenAIBackend(config), True
-    from judges.backends.local import LocalBackend
-
-    judge = settings.judge
-    local = LocalBackend(
-        settings.simulator.model,
-        cache_dir=settings.models_dir,
-        max_batch_size=judge.max_batch_size,
-        max_input_tokens=judge.max_input_tokens,
-        on_batch=resources.metrics.observe_batch,
-    )
-    return local, True
+    observe = resources.metrics.observe_batch
+    own = resolve_role(settings.simulator.llm, settings.judge)
+    if own is not None:
+        return model_backend(settings, "simulator", own, on_batch=observe), True
+    shared = resources.models.get("judge") or resources.extras.get("judge_backend")
+    if isinstance(shared, JudgeBackend):
+        return shared, False
+    # The simulator served without the judge: the judge's model, built for the simulator.
+    return model_backend(settings, "judge", settings.judge, on_batch=observe), True
 
 
 def component() -> Component:

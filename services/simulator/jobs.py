@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from judges.backends.settings import resolve_role
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.settings import Settings
 from services.datasets.store import dataset_folder
@@ -44,7 +45,8 @@ def base_model_dir(settings: Settings) -> Path:
     """The chat model a calibration adapts (the simulator's local model, default SmolLM2)."""
     from judges.backends.convert import resolve_model_dir
 
-    model = settings.simulator.model if settings.simulator.backend == "local" else None
+    own = resolve_role(settings.simulator.llm, settings.judge)
+    model = own.model if own is not None and own.backend == "local" else None
     return resolve_model_dir(model, settings.models_dir)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend
+from judges.backends.settings import resolve_role
 from services.core.embedder import BatchedEmbedder
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound
 from services.core.settings import Settings
@@ -282,15 +283,16 @@ class SimulatorService:
             raise BackendUnavailable(f"the files of the calibration {version.ref} are missing")
         await self._after_startup_loads()
         predictor = await asyncio.to_thread(SatisfactionPredictor.load, folder)
-        judge = self.settings.judge
+        own = resolve_role(self.section.llm, self.settings.judge)
+        local = own or self.settings.judge  # the calibrated copy runs as the base model does
         backend = CalibratedBackend(
             folder / ADAPTER_DIR,
-            self.section.model if self.section.backend == "local" else None,
+            own.model if own is not None and own.backend == "local" else None,
             cache_dir=self.settings.models_dir,
-            max_batch_size=judge.max_batch_size,
-            max_input_tokens=judge.max_input_tokens,
-            batch_max_rows=judge.batch_max_rows,
-            batch_max_wait_s=judge.batch_max_wait_ms / 1000,
+            max_batch_size=local.max_batch_size,
+            max_input_tokens=local.max_input_tokens,
+            batch_max_rows=local.batch_max_rows,
+            batch_max_wait_s=local.batch_max_wait_ms / 1000,
         )
         if not (folder / ADAPTER_DIR).is_dir():
             backend = await self._base()  # type: ignore[assignment]  # predictor-only

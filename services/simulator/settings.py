@@ -4,27 +4,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
 
 
 class SimulatorSettings(BaseModel):
     """``PLAUDIT_SIMULATOR_BACKEND``, ``PLAUDIT_SIMULATOR_BASE_URL``, ..."""
 
-    backend: Literal["judge", "local", "openai"] = Field(
-        default="judge",
-        description="the uncalibrated simulator's model: 'judge' shares the judge's backend "
-        "(the embedded SmolLM2-135M by default, no second copy in memory), 'local' loads its "
-        "own (model below), 'openai' calls an OpenAI-compatible server (base_url, model)",
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_llm(cls, data: Any) -> Any:
+        """``backend="openai"``, ``base_url=...`` (the environment's spelling) -> ``llm``."""
+        return fold_role_fields(data, "llm", "") if isinstance(data, dict) else data
+
+    @classmethod
+    def folded_keys(cls) -> frozenset[str]:
+        """Flat keys the section accepts besides its fields (see Settings.with_overrides)."""
+        return role_keys("")
+
+    llm: RoleField = Field(
+        default_factory=RoleModelSettings,
+        description="the uncalibrated simulator's model (docs/models.md): judge shares the "
+        "judge's backend (the embedded SmolLM2-135M by default, no second copy in memory); "
+        "local, vllm or openai give it its own. Spelled flat: PLAUDIT_SIMULATOR_BACKEND, "
+        "PLAUDIT_SIMULATOR_MODEL, PLAUDIT_SIMULATOR_BASE_URL, PLAUDIT_SIMULATOR_TIMEOUT_S, ...",
     )
-    model: str | None = Field(
-        default=None,
-        description="local: a HF folder or GGUF (default SmolLM2-135M-Instruct); openai: the "
-        "served model's name",
-    )
-    base_url: str | None = Field(default=None, description="openai: the server's URL with /v1")
-    api_key: str | None = Field(default=None, description="openai: its key")
     data_dir: Path | None = Field(
         default=None,
         description="folder with sgd/mwoz/ccpe.jsonl.gz (USS format; default: the uss dataset, "

@@ -31,8 +31,8 @@ from judges.backends.openai_backend import (
 )
 from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
+from services.core.model_layer import model_backend
 from services.core.settings import Settings
-from services.judge.backend_factory import make_backend
 from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -308,7 +308,8 @@ async def test_the_factory_s_limiter_is_closed_with_its_backend(
 
     monkeypatch.setattr(limits_module, "make_limiter", make_limiter)
     judge = {"backend": "openai", "base_url": harness.url("proper"), "model": MODEL}
-    backend = make_backend(Settings(judge=judge, _env_file=None))
+    settings = Settings(judge=judge, _env_file=None)
+    backend = model_backend(settings, "judge", settings.judge)
     [result] = await backend.score_choices([ask("pick A")])
     await backend.aclose()
     assert result.ok and [limiter.closed for limiter in made] == [True]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,27 +80,31 @@ class ToyParams:
 
 
 class ToyLLM:
-    """Answers ``generate`` like ``vllm.LLM`` does, from :func:`toy_logprob`."""
+    """Answers rows like vLLM's async engine does, from :func:`toy_logprob`; ``peak`` is
+    the most calls it had in flight at once."""
 
     model_config = SimpleNamespace(max_model_len=400)
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.calls: list[tuple[list[list[int]], list[ToyParams]]] = []
         self.delay_s = delay_s
+        self.in_flight = self.peak = 0
 
     def get_tokenizer(self) -> CharTokenizer:
         return CharTokenizer()
 
-    def generate(
-        self, prompts: list[dict[str, list[int]]], params: Any, *, use_tqdm: bool
-    ) -> list[Any]:
-        time.sleep(self.delay_s)
+    async def generate_rows(self, prompts: Sequence[Any], params: Sequence[Any]) -> list[Any]:
         ids = [p["prompt_token_ids"] for p in prompts]
-        per_row = params if isinstance(params, list) else [params] * len(ids)
-        self.calls.append((ids, per_row))
+        self.calls.append((ids, list(params)))
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_s)
+        finally:
+            self.in_flight -= 1
         if any(ord("!") in row for row in ids):
             raise RuntimeError("engine fell over")
-        return [self._answer(row, p) for row, p in zip(ids, per_row, strict=True)]
+        return [self._answer(row, p) for row, p in zip(ids, params, strict=True)]
 
     def _answer(self, ids: list[int], params: ToyParams) -> Any:
         top: dict[int, Any] = {}
@@ -145,10 +148,10 @@ def expected_logprob(request: ChoiceRequest, tail: list[int]) -> float:
 # -- plumbing on the toy engine ------------------------------------------------------------
 
 
-def test_single_token_candidates_read_the_next_token_list() -> None:
+async def test_single_token_candidates_read_the_next_token_list() -> None:
     runtime = toy_runtime(top_logprobs=95)  # every printable character is listed
     request = choice("Pick one.", prefix="Verdict: ")
-    [result] = runtime.score_choices([request])
+    [result] = await runtime.score_choices([request])
     assert result.ok
     expected = [expected_logprob(request, [ord(c)]) for c in AB]
     assert result.logprobs == pytest.approx(expected)
@@ -157,21 +160,21 @@ def test_single_token_candidates_read_the_next_token_list() -> None:
     assert params[0] == ToyParams(max_tokens=1, temperature=0.0, logprobs=95)
 
 
-def test_a_candidate_outside_the_top_list_is_rescored_exactly() -> None:
+async def test_a_candidate_outside_the_top_list_is_rescored_exactly() -> None:
     runtime = toy_runtime(top_logprobs=1)
     request = choice("Pick one.")
-    [result] = runtime.score_choices([request])
+    [result] = await runtime.score_choices([request])
     assert result.ok
     assert result.logprobs == pytest.approx([expected_logprob(request, [ord(c)]) for c in AB])
     _, second = runtime.llm.calls
     assert second[1][0].prompt_logprobs == 1 and len(second[0]) == 2  # one row per candidate
 
 
-def test_multi_token_candidates_with_a_prefix_clash_end_with_eos() -> None:
+async def test_multi_token_candidates_with_a_prefix_clash_end_with_eos() -> None:
     runtime = toy_runtime()
     grades = [str(i) for i in range(1, 11)]
     request = choice("Grade it.", grades)
-    [result] = runtime.score_choices([request])
+    [result] = await runtime.score_choices([request])
     assert result.ok and len(result.probs) == 10
     assert math.isclose(sum(result.probs), 1.0)
     tails = [[ord(c) for c in g] + [EOS] for g in grades]
@@ -180,9 +183,9 @@ def test_multi_token_candidates_with_a_prefix_clash_end_with_eos() -> None:
     assert len(rows) == 10 and all(row[-1] == EOS for row in rows)
 
 
-def test_bad_items_and_a_failing_engine_call_stay_isolated() -> None:
+async def test_bad_items_and_a_failing_engine_call_stay_isolated() -> None:
     runtime = toy_runtime()
-    results = runtime.score_choices(
+    results = await runtime.score_choices(
         [
             choice("x", []),
             choice("x", ["A", "A"]),
@@ -197,14 +200,16 @@ def test_bad_items_and_a_failing_engine_call_stay_isolated() -> None:
     # A failed engine call fails its own items only: "boom!" is scored by teacher forcing,
     # "A or B?" (every candidate listed) by the next-token call before it.
     listing_all = toy_runtime(top_logprobs=95)
-    broken, fine = listing_all.score_choices([choice("boom!", ["yes", "no"]), choice("A or B?")])
+    broken, fine = await listing_all.score_choices(
+        [choice("boom!", ["yes", "no"]), choice("A or B?")]
+    )
     assert broken.status == "error" and "fell over" in (broken.error or "")
     assert fine.ok
 
 
-def test_generate_sends_per_item_sampling_settings() -> None:
+async def test_generate_sends_per_item_sampling_settings() -> None:
     runtime = toy_runtime()
-    greedy, _, long, invalid = runtime.generate(
+    greedy, _, long, invalid = await runtime.generate(
         [
             GenerateRequest([user("hi")], max_new_tokens=3, seed=5),
             GenerateRequest([user("hi")], max_new_tokens=4, temperature=0.8, seed=5),
@@ -229,12 +234,12 @@ class GuidedParams(ToyParams):
     structured_outputs: Any = None
 
 
-def test_generate_sends_samples_stops_and_the_schema_as_guided_decoding() -> None:
+async def test_generate_sends_samples_stops_and_the_schema_as_guided_decoding() -> None:
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
     runtime = VLLMRuntime(
         ToyLLM(), GuidedParams, structured=("structured_outputs", SimpleNamespace)
     )
-    [result, plain] = runtime.generate(
+    [result, plain] = await runtime.generate(
         [
             GenerateRequest(
                 [user("hi")], 8, temperature=0.5, top_p=0.8, stop=["\n"], n=3, json_schema=schema
@@ -248,7 +253,7 @@ def test_generate_sends_samples_stops_and_the_schema_as_guided_decoding() -> Non
     assert (guided.n, guided.top_p, guided.stop) == (3, 0.8, ["\n"])
     assert isinstance(free, GuidedParams) and free.structured_outputs is None
     without = VLLMRuntime(ToyLLM(), GuidedParams)  # a vLLM with no guided decoding
-    [refused] = without.generate([GenerateRequest([user("hi")], 8, json_schema=schema)])
+    [refused] = await without.generate([GenerateRequest([user("hi")], 8, json_schema=schema)])
     assert refused.status == "invalid" and "guided decoding" in (refused.error or "")
 
 
@@ -257,8 +262,19 @@ class ToyVLLMBackend(VLLMBackend):
         super().__init__("toy", **kwargs)
         self.delay_s = delay_s
 
-    def _load(self) -> VLLMRuntime:
+    async def _load(self) -> VLLMRuntime:
         return toy_runtime(delay_s=self.delay_s)
+
+
+async def test_concurrent_calls_run_in_the_engine_together() -> None:
+    # Issue 19: on one thread, 8 concurrent calls went to the engine one after another.
+    async with ToyVLLMBackend(delay_s=0.2) as backend:
+        calls = [backend.score_choices([choice(f"A or B? {i}")]) for i in range(8)]
+        results = await asyncio.gather(*calls)
+        assert all(r.ok for [r] in results)
+        assert backend._runtime is not None
+        engine = backend._runtime.llm
+        assert isinstance(engine, ToyLLM) and engine.peak == 8
 
 
 async def test_the_engine_runs_off_the_event_loop_and_timeouts_mark_items() -> None:

@@ -62,10 +62,11 @@ class ExtractiveRealJudge:
 
     def __init__(self, inner: Any = None) -> None:
         if inner is None:
+            from services.core.model_layer import model_backend
             from services.core.settings import Settings
-            from services.judge.backend_factory import make_backend
 
-            inner = make_backend(Settings())
+            settings = Settings()
+            inner = model_backend(settings, "judge", settings.judge)
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:

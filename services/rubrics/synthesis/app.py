@@ -1,15 +1,19 @@
 """The rubric synthesis component (``/v1/rubrics/synthesize``, ``/v1/rubrics/instances``).
 
 Listed before the rubrics component, so that ``/v1/rubrics/instances`` is not read as a
-rubric id. The generator is the judge's backend (one model in the process, one cache).
+rubric id. The generator is the judge's backend (one model in the process, one cache) unless
+``PLAUDIT_RUBRICS_SYNTHESIS`` gives it one of its own.
 """
 
 from __future__ import annotations
 
+from judges.backends.settings import resolve_role
 from services.core.components import Component
+from services.core.model_layer import model_backend
 from services.core.resources import Resources
 from services.datasets.store import locate
 from services.judge.app import component as judge_component
+from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.service import RubricsService
@@ -17,6 +21,19 @@ from services.rubrics.synthesis import jobs
 from services.rubrics.synthesis.repository import SqlInstanceRepository
 from services.rubrics.synthesis.router import router
 from services.rubrics.synthesis.service import SynthesisService
+
+
+def _generator(resources: Resources, judge: JudgeService) -> CachedJudge:
+    """The judge's backend and cache, or the generator's own backend (docs/models.md)."""
+    settings = resources.settings
+    own = resolve_role(settings.rubrics.synthesis, settings.judge)
+    if own is None:
+        return judge.cached_judge
+    observe = resources.metrics.observe_batch
+    backend = model_backend(settings, "synthesis", own, on_batch=observe)
+    resources.manage("synthesis", backend)
+    ttl = settings.judge.cache_ttl_s
+    return CachedJudge(backend, resources.cache, ttl=ttl, metrics=resources.metrics)
 
 
 def component() -> Component:
@@ -30,7 +47,7 @@ def component() -> Component:
             rubrics,
             SqlInstanceRepository(resources.sessions),
             resources.embedder.embed,
-            judge.cached_judge,
+            _generator(resources, judge),
             resources.settings.rubrics,
             wikipedia_dir=locate(resources.settings, "wikipedia"),
         )
