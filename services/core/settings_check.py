@@ -50,7 +50,10 @@ def settings_variables() -> set[str]:
     for name, field in Settings.model_fields.items():
         section = field.annotation
         if isinstance(section, type) and issubclass(section, BaseModel):
-            names |= {f"PLAUDIT_{name}_{sub}".upper() for sub in section.model_fields}
+            # a model role's flat spellings too (PLAUDIT_MEMORY_LLM_BASE_URL, issue 19)
+            folded: frozenset[str] = getattr(section, "folded_keys", frozenset)()
+            subs = {*section.model_fields, *folded}
+            names |= {f"PLAUDIT_{name}_{sub}".upper() for sub in subs}
         else:
             names.add(f"PLAUDIT_{name.upper()}")
     return names

@@ -10,10 +10,9 @@ import kubernetes_validate
 import pytest
 import typer.main
 import yaml
-from pydantic import BaseModel
 
 from services.cli import app
-from services.core.settings import Settings
+from services.core.settings_check import settings_variables
 from tests.platform.test_cli_and_packaging import _parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,14 +34,7 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _setting_names() -> set[str]:
-    names = set()
-    for name, field in Settings.model_fields.items():
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, BaseModel):
-            names |= {f"PLAUDIT_{name}_{sub}".upper() for sub in section.model_fields}
-        else:
-            names.add(f"PLAUDIT_{name.upper()}")
-    return names
+    return settings_variables()
 
 
 def test_every_manifest_validates_against_the_kubernetes_schema() -> None:
