@@ -41,13 +41,14 @@ from services.karma.embedding_cache import (
     TextEncoder,
 )
 from services.karma.features import KarmaInput, Variant, context_text
+from services.karma.model import read_metrics
 from services.karma.text_features import FEATURE_NAMES, reply_features
 
 if TYPE_CHECKING:
     import torch
 
 CARD_FILE = "karma.json"
-METRICS_FILE = "metrics.json"
+METRICS_FILE = "metrics.json"  # the same name as the fine-tuned model's (model.py)
 HEAD_FILE = "head.safetensors"
 BUNDLED = "bundled"
 #: The encoder name for a head over the text features alone (no embeddings; an ablation).
@@ -218,10 +219,7 @@ class FrozenKarmaModel:
 
     def metrics(self) -> dict[str, Any]:
         """The model's ``metrics.json`` ({} when it has none)."""
-        if self.path is None or not (self.path / METRICS_FILE).is_file():
-            return {}
-        data: dict[str, Any] = json.loads((self.path / METRICS_FILE).read_text())
-        return data
+        return read_metrics(self.path)
 
     def score_rows(self, rows: Matrix) -> list[float]:
         """Scores of ready head-input rows."""

@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 
 CARD_FILE = "karma.json"
 METRICS_FILE = "metrics.json"
+
+
+def read_metrics(directory: Path | None) -> dict[str, Any]:
+    """A model folder's ``metrics.json`` ({} when there is none), whichever method wrote it."""
+    if directory is None or not (directory / METRICS_FILE).is_file():
+        return {}
+    data: dict[str, Any] = json.loads((directory / METRICS_FILE).read_text())
+    return data
+
+
 FORMAT_VERSION = 1
 
 
@@ -124,10 +134,7 @@ class KarmaModel:
 
     def metrics(self) -> dict[str, Any]:
         """The model's ``metrics.json`` ({} when it has none)."""
-        if self.path is None or not (self.path / METRICS_FILE).is_file():
-            return {}
-        data: dict[str, Any] = json.loads((self.path / METRICS_FILE).read_text())
-        return data
+        return read_metrics(self.path)
 
     def score_batch(self, batch: Sequence[tuple[str, str]]) -> list[float]:
         """One score per (context, reply); pure and blocking (call it from a worker thread)."""
