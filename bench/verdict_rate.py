@@ -5,7 +5,8 @@ the backend; the embedded SmolLM2 by default) and counts every order by status a
 ``verdict_source``: ``parsed`` (a ``Verdict: [[X]]`` line), ``scored`` (letter scored after
 the reply), ``structured`` (a schema-valid JSON reply), or none (``unparseable`` / failed).
 
-Run: .venv/bin/python -m bench.verdict_rate --data ../shared/data/mtbench_human/dev.jsonl
+Run: .venv/bin/python -m bench.verdict_rate \
+     --data ~/.local/share/plaudit/datasets/mtbench_human/dev.jsonl \
      --limit 32 --max-new-tokens 48 --verdict-fallback none [--template pairwise_generate@1]
      [--skip N: resume after the sample's first N votes]
 """
