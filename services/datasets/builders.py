@@ -6,10 +6,14 @@ at the pinned commit, an unpacked package) and writes the dataset's files into `
 
 from __future__ import annotations
 
+import ast
+import csv
 import gzip
+import io
 import json
 import random
 import shutil
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +78,83 @@ def build_wikipedia(source: Path, out: Path, progress: Progress) -> None:
     progress(1, 1, "built")
 
 
+def build_mtbench_human(source: Path, out: Path, progress: Progress) -> None:
+    """``data/processed/human_gpt_comparison.zip`` (one CSV: each human vote merged with GPT-4's
+    verdicts on both turns of the same question and pair) -> ``dev.jsonl`` (odd question ids)
+    and ``test.jsonl`` (even): one row per human vote, with GPT-4's verdict on the same turn."""
+    path = _find(source, "data/processed/human_gpt_comparison.zip")
+    progress(0, 1, "reading votes")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".csv")]
+            if len(names) != 1:
+                raise BuildError(f"{path}: expected one CSV file, found {len(names)}")
+            text = archive.read(names[0]).decode("utf-8")
+    except zipfile.BadZipFile:
+        raise BuildError(f"{path}: not a zip archive") from None
+    csv.field_size_limit(1 << 30)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = set(_MTBENCH_COLUMNS) - set(reader.fieldnames or ())
+    if missing:
+        raise BuildError(f"{path}: no column(s) {', '.join(sorted(missing))}")
+    splits: dict[str, list[dict[str, Any]]] = {"dev": [], "test": []}
+    for line, record in enumerate(reader, start=2):
+        where = f"{path}:{names[0]}, row {line}"
+        if record["turn_x"] != record["turn_y"]:
+            continue  # GPT-4's verdict on the other turn: not this vote's
+        row = _mtbench_row(record, where)
+        splits["dev" if row["question_id"] % 2 else "test"].append(row)
+    for name, rows in splits.items():
+        with open(out / f"{name}.jsonl", "w", encoding="utf-8", newline="\n") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    progress(1, 1, "built")
+
+
+_MTBENCH_COLUMNS = (
+    "question_id", "category", "model_a", "model_b", "judge_x", "winner_x", "turn_x",
+    "conversation_a_x", "conversation_b_x", "winner_y", "turn_y",
+)  # fmt: skip
+_MTBENCH_WINNERS = {"model_a": "a", "model_b": "b", "tie": "tie"}
+_MTBENCH_GPT4 = {**_MTBENCH_WINNERS, "tie (inconsistent)": "inconsistent"}
+
+
+def _mtbench_row(record: dict[str, str], where: str) -> dict[str, Any]:
+    try:
+        question, turn = int(record["question_id"]), int(record["turn_x"])
+        human = _MTBENCH_WINNERS[record["winner_x"]]
+        gpt4 = _MTBENCH_GPT4[record["winner_y"]]
+    except (ValueError, KeyError) as exc:
+        raise BuildError(f"{where}: unexpected value {exc}") from None
+    a, b, judge = record["model_a"], record["model_b"], record["judge_x"]
+    return {
+        "id": f"mtb-{question}-{a}-{b}-{judge}-t{turn}",
+        "question_id": question,
+        "category": record["category"],
+        "turn": turn,
+        "model_a": a,
+        "model_b": b,
+        "conversation_a": _mtbench_conversation(record["conversation_a_x"], where),
+        "conversation_b": _mtbench_conversation(record["conversation_b_x"], where),
+        "human_judge": judge,
+        "human_winner": human,
+        "gpt4_winner": gpt4,
+    }
+
+
+def _mtbench_conversation(cell: str, where: str) -> list[dict[str, str]]:
+    """The CSV holds a Python list of ``(content, role)`` tuples; read as a literal, never run."""
+    try:
+        turns = ast.literal_eval(cell)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise BuildError(f"{where}: a conversation is not a list of (content, role)") from None
+    if not isinstance(turns, list) or not all(
+        isinstance(t, tuple) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in turns
+    ):
+        raise BuildError(f"{where}: a conversation is not a list of (content, role)")
+    return [{"role": role, "content": content} for content, role in turns]
+
+
 def _find(source: Path, relative: str) -> Path:
     """``relative`` under ``source``, or under its single top folder (an unpacked archive)."""
     for base in (source, *sorted(p for p in source.iterdir() if p.is_dir())):
@@ -106,6 +187,7 @@ def _write_jsonl_gz(path: Path, rows: Iterator[dict[str, Any]]) -> None:
 
 #: Datasets whose public source this version can build; the others take a prepared copy.
 BUILDERS: dict[str, Callable[[Path, Path, Progress], None]] = {
+    "mtbench_human": build_mtbench_human,
     "uss": build_uss,
     "wikipedia": build_wikipedia,
 }

