@@ -128,7 +128,8 @@ async def test_a_killed_server_job_resumes_from_its_checkpoint_on_restart(
     runner: Runner, store: JobStore, tmp_path: Path
 ) -> None:
     judge = ScriptedBackend()
-    probe = {"steps": 30, "delay_s": 0.1}
+    # The job must outlive the wait of one lease below, or it ends before the kill.
+    probe = {"steps": int((runner.settings.jobs.lease_s + 4.0) / 0.1), "delay_s": 0.1}
     victim, proc, job_id = await _start_victim_job(runner, tmp_path, judge, probe)
     try:
         running = await _past_checkpoint(store, job_id, 3)
