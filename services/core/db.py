@@ -4,24 +4,42 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 import migrations
 
 
+#: How long a SQLite connection waits for another writer before "database is locked".
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
 def make_engine(url: str) -> AsyncEngine:
-    """An async engine; SQLite gets a created parent folder and foreign keys on."""
+    """An async engine. A SQLite file gets a created parent folder, write-ahead logging
+    (readers, such as a poller or a second process, then never block a writer) and a busy
+    timeout long enough for the writes of the server, its jobs and a worker to take turns."""
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    return create_async_engine(url, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+    if parsed.get_backend_name() != "sqlite":
+        return create_async_engine(url, pool_pre_ping=True)
+    if parsed.database in (None, "", ":memory:"):
+        return create_async_engine(url)
+    Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+    event.listen(engine.sync_engine, "connect", _write_ahead_log)
+    return engine
+
+
+def _write_ahead_log(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]

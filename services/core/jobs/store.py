@@ -7,6 +7,8 @@ move meanwhile. Both runners (in-process and arq) and the sweepers share this st
 
 from __future__ import annotations
 
+import asyncio
+
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -228,6 +230,11 @@ class JobStore:
         return await self._count(statement) > 0
 
     async def _count(self, statement: Update) -> int:
+        # Shielded: a job task cancelled as its process stops must not abandon a write half
+        # done, which on SQLite keeps the file locked and fails the hand-back that follows.
+        return await asyncio.shield(self._write(statement))
+
+    async def _write(self, statement: Update) -> int:
         async with self._sessions() as session, session.begin():
             result = await session.execute(statement)
             return int(cast(CursorResult[Any], result).rowcount)
