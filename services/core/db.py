@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 
 import migrations
 
-
 #: How long a SQLite connection waits for another writer before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
 

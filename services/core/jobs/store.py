@@ -8,7 +8,6 @@ move meanwhile. Both runners (in-process and arq) and the sweepers share this st
 from __future__ import annotations
 
 import asyncio
-
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
