@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ ROUTES = {
     "rewards": "/v1/rewards/group",
 }
 # py-spy frames read "function (package/module.py:line)"; a sample goes to its leaf-most match.
-PROFILE_GROUPS = {
+PROFILE_GROUPS: dict[str, Sequence[str]] = {
     "idle (waiting for I/O)": ["(selectors.py", "Runner.run (asyncio/runners.py"],
     "http client (httpx/httpcore/anyio/h11)": ["(httpx/", "(httpcore/", "(anyio/", "(h11/"],
     "http client (aiohttp)": ["(aiohttp/", "(yarl/", "(multidict/"],
@@ -103,7 +103,7 @@ class Target:
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(self.pid)
             procs = [root, *root.children(recursive=True)]
-            return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
+            return float(sum(t.user + t.system for t in (p.cpu_times() for p in procs)))
         return 0.0
 
 
@@ -146,7 +146,9 @@ def servers(args: argparse.Namespace, workdir: Path) -> Iterator[Target]:
     stub_cmd = [python, str(Path(__file__).with_name("stub_openai.py")), "--port", str(stub_port)]
     with started(stub_cmd, dict(os.environ), workdir / "stub.log", f"{stub}/v1/models"):
         env = plaudit_env(args, stub, workdir)
-        cmd = [str(Path(python).with_name("plaudit")), "serve", args.service]
+        script = Path(python).with_name("plaudit")
+        plaudit = [str(script)] if script.exists() else [python, "-m", "services.cli"]
+        cmd = [*plaudit, "serve", args.service]
         cmd += ["--host", "127.0.0.1"]
         cmd += ["--port", str(port), "--workers", str(args.workers)]
         if args.profile:
@@ -289,7 +291,9 @@ async def measure(
 async def run(args: argparse.Namespace, target: Target) -> list[Phase]:
     """The whole matrix; each phase printed as a JSON line as soon as it is measured."""
     phases: list[Phase] = []
-    connector = aiohttp.TCPConnector(limit=args.connections)
+    # Idle connections close on this side before the server (uvicorn: 5 s) closes them, so a
+    # request never goes out on a connection the server is closing (ServerDisconnectedError).
+    connector = aiohttp.TCPConnector(limit=args.connections, keepalive_timeout=2.0)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for judge in args.judges:

@@ -21,7 +21,11 @@ import asyncio
 import json
 from typing import Any, cast
 
-_TOPS = [{"token": "A", "logprob": -0.3}, {"token": "B", "logprob": -1.4}]
+# Every slot letter a ``labels`` template may name (judges.fencing.LABEL_LETTERS), A and B, and
+# the grades 1..9: whatever two letters or grades a prompt asks for are listed, as a real judge
+# lists its likely next tokens. The first is the sampled token.
+_LISTED = ["A", "B", *"CDEFGHJKLMNPQRSTUVWXYZ", *"123456789"]
+_TOPS = [{"token": t, "logprob": -0.3 - 0.1 * i} for i, t in enumerate(_LISTED)]
 _CHAT_REPLY = {
     "id": "stub",
     "object": "chat.completion",
@@ -51,23 +55,30 @@ _CHAT_BYTES = _response(200, json.dumps(_CHAT_REPLY).encode())
 
 
 def _completions_reply(body: bytes) -> bytes:
-    """One choice per prompt of a ``/completions`` call (a list, or one string)."""
+    """One choice per prompt of a ``/completions`` call (a list of prompts, or one). With
+    ``echo`` each choice also carries a log-probability for every prompt token (None for the
+    first), as vLLM answers a teacher-forced scoring call."""
     try:
-        prompts = json.loads(body).get("prompt", "")
-    except ValueError:
+        request = json.loads(body)
+        prompts = request.get("prompt", "")
+    except (ValueError, AttributeError):
         return _response(400, b'{"error": {"message": "bad json"}}')
-    count = len(prompts) if isinstance(prompts, list) else 1
-    tops = {"A": -0.3, "B": -1.4}
-    choice = {"text": "A", "logprobs": {"tokens": ["A"], "token_logprobs": [-0.3]}}
-    choices = [
-        {
-            **choice,
-            "index": i,
-            "finish_reason": "stop",
-            "logprobs": {**choice, "top_logprobs": [tops]},
+    if not isinstance(prompts, list) or (prompts and isinstance(prompts[0], int)):
+        prompts = [prompts]
+    tops = {t["token"]: t["logprob"] for t in _TOPS}
+    choices = []
+    for i, prompt in enumerate(prompts):
+        logprobs: dict[str, Any] = {
+            "tokens": ["A"],
+            "token_logprobs": [-0.3],
+            "top_logprobs": [tops],
         }
-        for i in range(count)
-    ]
+        if request.get("echo"):
+            length = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+            logprobs["token_logprobs"] = [None, *([-1.0] * (length - 1)), -0.3]
+            logprobs["tokens"] = ["t"] * length + ["A"]
+            logprobs["top_logprobs"] = [None] * length + [tops]
+        choices.append({"index": i, "text": "A", "finish_reason": "stop", "logprobs": logprobs})
     return _response(200, json.dumps({"object": "text_completion", "choices": choices}).encode())
 
 

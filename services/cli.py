@@ -205,3 +205,7 @@ def worker(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

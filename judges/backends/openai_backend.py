@@ -52,7 +52,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from judges.backends.base import (
     BackendInfo,
@@ -325,23 +325,32 @@ class OpenAIBackend:
         prompt's next tokens; the others, and any whose candidate was not listed, are
         teacher-forced in one more call (issue 19: a G=8 tournament was 56 calls)."""
         results: list[ChoiceResult | None] = [None] * len(requests)
-        single: list[tuple[int, ForcedRows]] = []
+        single: list[int] = []
         forced: list[tuple[int, ForcedRows]] = []
         for index, request in enumerate(requests):
+            tails = None if validate_choice(request) else tokenizer.tails(request.candidates)
+            if tails is not None and all(len(t) == 1 for t in tails):
+                single.append(index)  # its prompt ids are only needed if it is forced later
+                continue
             rows = forced_rows(tokenizer, request)
             if isinstance(rows, ChoiceResult):
                 results[index] = rows
             else:
-                (single if all(t == 1 for t in rows.tails) else forced).append((index, rows))
+                forced.append((index, rows))
         listed, by_sequence = await asyncio.gather(
-            self._guard(self._score_next_tokens(requests, single), _failed_all(len(single))),
+            self._guard(
+                self._score_next_tokens(tokenizer, [requests[i] for i in single]),
+                _failed_all(len(single)),
+            ),
             self._guard(self._score_forced(requests, forced), _failed_all(len(forced))),
         )
-        again = [item for item, result in zip(single, listed, strict=True) if result is None]
-        rescored = await self._guard(self._score_forced(requests, again), _failed_all(len(again)))
-        answered: list[tuple[int, ChoiceResult | None]] = [
-            (index, result) for (index, _), result in zip(single, listed, strict=True)
+        again = [
+            (index, cast(ForcedRows, forced_rows(tokenizer, requests[index])))
+            for index, result in zip(single, listed, strict=True)
+            if result is None
         ]
+        rescored = await self._guard(self._score_forced(requests, again), _failed_all(len(again)))
+        answered: list[tuple[int, ChoiceResult | None]] = list(zip(single, listed, strict=True))
         answered += [(index, r) for (index, _), r in zip(forced, by_sequence, strict=True)]
         answered += [(index, r) for (index, _), r in zip(again, rescored, strict=True)]
         for index, result in answered:
@@ -350,26 +359,29 @@ class OpenAIBackend:
         return [r if r is not None else ChoiceResult.failed("error", "not scored") for r in results]
 
     async def _score_next_tokens(
-        self, requests: Sequence[ChoiceRequest], single: Sequence[tuple[int, ForcedRows]]
+        self, tokenizer: ChatTokenizer, requests: Sequence[ChoiceRequest]
     ) -> list[ChoiceResult | None]:
         """Each request's candidates from its prompt's next-token list; None where a
         candidate is not listed (a floor would only bound it: it is teacher-forced instead)."""
-        chunks = _chunks(list(single), lambda _: 1)
-        done = await asyncio.gather(
-            *(
-                self._next_token_chunk([requests[i] for i, _ in c], [f for _, f in c])
-                for c in chunks
-            )
-        )
+        chunks = _chunks(list(requests), lambda _: 1)
+        done = await asyncio.gather(*(self._next_token_chunk(tokenizer, c) for c in chunks))
         return [result for chunk in done for result in chunk]
 
+    def _next_token_prompt(self, tokenizer: ChatTokenizer, request: ChoiceRequest) -> Any:
+        """vLLM takes the rendered text and tokenizes it on its own cores (the tokenizing
+        cost Plaudit's CPU per call was spent on: BENCHMARKS.md, issue 19); other servers get
+        the ids."""
+        if self.compat == "vllm":
+            return tokenizer.prompt_text(request.messages, request.assistant_prefix)
+        return tokenizer.prompt_ids(request.messages, request.assistant_prefix)
+
     async def _next_token_chunk(
-        self, requests: Sequence[ChoiceRequest], forced: Sequence[ForcedRows]
+        self, tokenizer: ChatTokenizer, requests: Sequence[ChoiceRequest]
     ) -> list[ChoiceResult | None]:
-        if not forced:
+        if not requests:
             return []
-        # Rows in token order, so prompts that share a head reach the prefix cache together.
-        prompts = [f.rows[0][:-1] for f in forced]
+        # Prompts in order, so those that share a head reach the prefix cache together.
+        prompts = [self._next_token_prompt(tokenizer, r) for r in requests]
         order = sorted(range(len(prompts)), key=prompts.__getitem__)
         body = next_token_body(
             self._model,
@@ -379,12 +391,10 @@ class OpenAIBackend:
         )
         reply = await self._send(body, _COMPLETIONS)
         if reply.body is None:
-            if reply.status == "invalid" and len(forced) > 1:  # find the one that is too long
-                singles = [
-                    self._next_token_chunk([r], [f]) for r, f in zip(requests, forced, strict=True)
-                ]
+            if reply.status == "invalid" and len(requests) > 1:  # find the one that is too long
+                singles = [self._next_token_chunk(tokenizer, [r]) for r in requests]
                 return [result for [result] in await asyncio.gather(*singles)]
-            return [ChoiceResult.failed(reply.status, reply.error) for _ in forced]
+            return [ChoiceResult.failed(reply.status, reply.error) for _ in requests]
         lists = next_token_lists(reply.body, len(order))
         if isinstance(lists, str):
             return list(await asyncio.gather(*(self._without_logprobs(r, lists) for r in requests)))

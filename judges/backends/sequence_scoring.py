@@ -40,6 +40,7 @@ class ChatTokenizer:
             raise ValueError("the tokenizer defines no end-of-sequence token")
         self._tokenizer = tokenizer
         self.end_id = int(tokenizer.eos_token_id)
+        self._candidates: dict[str, list[int]] = {}
 
     @classmethod
     def load(cls, path: str) -> ChatTokenizer:
@@ -48,18 +49,41 @@ class ChatTokenizer:
 
         return cls(AutoTokenizer.from_pretrained(path))
 
-    def prompt_ids(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> list[int]:
-        """``messages`` with the chat template and an open assistant turn, then the prefix."""
-        text = self._tokenizer.apply_chat_template(
+    def prompt_text(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> str:
+        """``messages`` rendered with the chat template and an open assistant turn, then the
+        prefix: the text whose tokens :meth:`prompt_ids` gives."""
+        text: str = self._tokenizer.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
         )
-        ids: list[int] = self._tokenizer.encode(text + assistant_prefix, add_special_tokens=False)
+        return text + assistant_prefix
+
+    def prompt_ids(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> list[int]:
+        """``messages`` with the chat template and an open assistant turn, then the prefix."""
+        return self.encode(self.prompt_text(messages, assistant_prefix))
+
+    def encode(self, text: str) -> list[int]:
+        """``text``'s ids with no special tokens added (a rendered template has its own)."""
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False)
         return ids
 
     def candidate_ids(self, candidate: str) -> list[int]:
-        """A candidate's ids, tokenized on its own."""
-        ids: list[int] = self._tokenizer.encode(candidate, add_special_tokens=False)
-        return ids
+        """A candidate's ids, tokenized on its own (remembered: a judge has few candidates)."""
+        known = self._candidates.get(candidate)
+        if known is None:
+            known = self.encode(candidate)
+            if len(self._candidates) < 4096:
+                self._candidates[candidate] = known
+        return list(known)
+
+    def tails(self, candidates: Sequence[str]) -> list[list[int]] | None:
+        """The ids each candidate adds after the prompt (ending with the end-of-sequence id
+        when one candidate's ids are a prefix of another's); None when one has no ids."""
+        tails = [self.candidate_ids(c) for c in candidates]
+        if any(not ids for ids in tails):
+            return None
+        if has_prefix_pair(tails):
+            tails = [[*ids, self.end_id] for ids in tails]
+        return tails
 
 
 def local_tokenizer_dir(path: str) -> bool:
@@ -81,12 +105,10 @@ def forced_rows(tokenizer: ChatTokenizer, request: ChoiceRequest) -> ForcedRows 
     problem = validate_choice(request)
     if problem:
         return ChoiceResult.failed("invalid", problem)
-    prompt = tokenizer.prompt_ids(request.messages, request.assistant_prefix)
-    tails = [tokenizer.candidate_ids(c) for c in request.candidates]
-    if any(not ids for ids in tails):
+    tails = tokenizer.tails(request.candidates)
+    if tails is None:
         return ChoiceResult.failed("invalid", "a candidate encodes to no tokens")
-    if has_prefix_pair(tails):
-        tails = [[*ids, tokenizer.end_id] for ids in tails]
+    prompt = tokenizer.prompt_ids(request.messages, request.assistant_prefix)
     return ForcedRows([prompt + tail for tail in tails], [len(tail) for tail in tails])
 
 
@@ -116,21 +138,28 @@ def completions_body(
 
 
 def next_token_body(
-    model: str, prompts: Sequence[list[int]], top: int, extra: Mapping[str, Any]
+    model: str, prompts: Sequence[list[int] | str], top: int, extra: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The ``/v1/completions`` body that lists each prompt's ``top`` likeliest next tokens.
 
-    No ``echo``: vLLM skips its prefix cache for requests that ask for prompt logprobs, and
-    these prompts share long heads (one template, one question) that the cache should keep.
+    Prompts are token ids, or texts already rendered with the chat template; a text is
+    tokenized by the server without special tokens added (vLLM's ``add_special_tokens``), so
+    it becomes the same ids. No ``echo``: vLLM skips its prefix cache for requests that ask
+    for prompt logprobs, and these prompts share long heads (one template, one question)
+    that the cache should keep.
     """
-    return {
+    texts = any(isinstance(p, str) for p in prompts)
+    body = {
         **extra,
         "model": model,
-        "prompt": [list(p) for p in prompts],
+        "prompt": [p if isinstance(p, str) else list(p) for p in prompts],
         "max_tokens": 1,
         "temperature": 0.0,
         "logprobs": top,
     }
+    if texts:
+        body["add_special_tokens"] = False
+    return body
 
 
 def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str, float]]] | str:

@@ -44,6 +44,8 @@ class Judge:
 async def serve(
     judge: Judge, tmp_path: Path, embedder: Embedder, **backend: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
+    if isinstance(backend.get("tokenizer"), ChatTokenizer):  # vLLM tokenizes text prompts so
+        judge.run.tokenize = backend["tokenizer"].encode
     openai = OpenAIBackend(OpenAIConfig(judge.url, MODEL), **backend)
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)  # type: ignore[call-arg]
     app = create_app(settings, embedder=embedder, judge_backend=openai)

@@ -20,7 +20,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,20 @@ class Run:  # what the stand-in saw for one test
     token_text: dict[int, str] = field(default_factory=dict)
     #: The ``root`` that ``/v1/models`` reports for the model (vLLM: the served directory).
     model_root: str | None = None
+    #: How a text prompt of ``/v1/completions`` becomes ids, as vLLM tokenizes it with
+    #: ``add_special_tokens: false`` (a test that sends texts sets the judge's tokenizer).
+    tokenize: Callable[[str], list[int]] | None = None
+
+    def ids(self, prompt: list[int] | str) -> list[int]:
+        if isinstance(prompt, list):
+            return prompt
+        if self.tokenize is None and self.model_root is not None:  # the served directory's
+            from judges.backends.sequence_scoring import ChatTokenizer
+
+            self.tokenize = ChatTokenizer.load(self.model_root).encode
+        if self.tokenize is None:
+            raise AssertionError("a text prompt reached a stand-in run with no tokenizer set")
+        return self.tokenize(prompt)
 
 
 def chat_reply(content: str, usage: Any = None, **choice: Any) -> JSONResponse:
@@ -148,7 +162,8 @@ def next_tokens(run: Run, body: dict[str, Any]) -> JSONResponse:
     """Each token-id prompt's next-token list (legacy completions shape), from the run's
     ``pair_logprobs`` after the prompt's last token."""
     choices = []
-    for index, ids in enumerate(body["prompt"]):
+    for index, prompt in enumerate(body["prompt"]):
+        ids = run.ids(prompt)
         tops = {
             run.token_text.get(token, str(token)): logprob
             for (previous, token), logprob in run.pair_logprobs.items()
@@ -170,7 +185,8 @@ def echoed(run: Run, body: dict[str, Any]) -> JSONResponse:
     """A completion per token-id prompt with its prompt log-probabilities echoed, looked up
     in ``run.pair_logprobs`` (the first token has none, as on vLLM)."""
     choices = []
-    for index, ids in enumerate(body["prompt"]):
+    for index, prompt in enumerate(body["prompt"]):
+        ids = run.ids(prompt)
         values: list[float | None] = [None]
         for previous, token in itertools.pairwise(ids):
             values.append(run.pair_logprobs.get((previous, token), UNLISTED_PAIR_LOGPROB))
@@ -271,7 +287,8 @@ def stand_in_app(runs: dict[str, Run]) -> FastAPI:
         run = runs.setdefault(run_id, Run())
         body = await request.json()
         run.completions.append(body)
-        if behaviour == "context-length" and max(map(len, body["prompt"])) > TOO_LONG_TOKENS:
+        longest = max(len(run.ids(p)) for p in body["prompt"])
+        if behaviour == "context-length" and longest > TOO_LONG_TOKENS:
             return error(400, CONTEXT_LENGTH_ERROR)
         if behaviour in ("null-logprobs", "absent-logprobs"):
             return JSONResponse(

@@ -45,6 +45,8 @@ def new_run(server: StandIn) -> tuple[str, Run]:
 def backend(
     server: StandIn, behaviour: str, run_id: str, tokenizer: ChatTokenizer | None
 ) -> OpenAIBackend:
+    if tokenizer is not None:  # vLLM tokenizes the text prompts with the same tokenizer
+        server.runs[run_id].tokenize = tokenizer.encode
     return OpenAIBackend(OpenAIConfig(server.url(behaviour, run_id), MODEL), tokenizer=tokenizer)
 
 
@@ -122,6 +124,25 @@ async def test_single_token_candidates_are_read_from_one_batched_call(
     [call] = run.completions  # was 56 chat calls
     assert len(call["prompt"]) == 56 and "echo" not in call and call["logprobs"] == 20
     assert run.bodies == []
+    # vLLM gets the rendered text and tokenizes it itself, with no special tokens added:
+    # the same ids Plaudit would have sent, for none of its CPU (issue 19).
+    text = tokenizer.prompt_text([user("pick A")])
+    assert call["prompt"][0] == text and call["add_special_tokens"] is False
+    assert tokenizer.encode(text) == tokenizer.prompt_ids([user("pick A")])
+
+
+async def test_servers_other_than_vllm_get_token_ids_for_the_next_token_call(
+    stand_in: StandIn, tokenizer: ChatTokenizer
+) -> None:
+    run_id, run = new_run(stand_in)
+    letters(run, tokenizer, [user("pick A")])
+    config = OpenAIConfig(stand_in.url("proper", run_id), MODEL)
+    async with OpenAIBackend(config, tokenizer=tokenizer, compat="sglang") as judge:
+        [result] = await judge.score_choices([ChoiceRequest([user("pick A")], ["A", "B"])])
+    assert result.ok and result.logprobs == pytest.approx((-0.3, -1.5))
+    [call] = run.completions
+    assert call["prompt"] == [tokenizer.prompt_ids([user("pick A")])]
+    assert "add_special_tokens" not in call
 
 
 async def test_no_echoed_logprobs_gives_a_verdict_for_that_call(
