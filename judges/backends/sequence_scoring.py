@@ -31,6 +31,10 @@ from typing import Any
 
 from judges.backends.base import ChatMessage, ChoiceRequest, ChoiceResult, validate_choice
 
+#: Two stand-in contents: a template that renders both in the same frame places content
+#: verbatim (see :meth:`ChatTokenizer.prompt_text`).
+_CONTENT_MARKS = ("<<plaudit-content-7f3a>>", "<<plaudit-content-c91e>>")
+
 
 class ChatTokenizer:
     """The judge model's tokenizer and chat template (a ``transformers`` tokenizer inside)."""
@@ -41,6 +45,7 @@ class ChatTokenizer:
         self._tokenizer = tokenizer
         self.end_id = int(tokenizer.eos_token_id)
         self._candidates: dict[str, list[int]] = {}
+        self._frames: dict[tuple[tuple[str, str], ...], tuple[str, str] | None] = {}
 
     @classmethod
     def load(cls, path: str) -> ChatTokenizer:
@@ -51,11 +56,43 @@ class ChatTokenizer:
 
     def prompt_text(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> str:
         """``messages`` rendered with the chat template and an open assistant turn, then the
-        prefix: the text whose tokens :meth:`prompt_ids` gives."""
+        prefix: the text whose tokens :meth:`prompt_ids` gives.
+
+        The template runs once per distinct head (every message but a last user turn): the
+        rendering is cut around that turn's content, and each prompt with the same head is
+        the cut pieces around its own content (a G=8 tournament's 56 prompts share one head;
+        issue 19: templates rendered once per group). A template that does not place the
+        content verbatim, or content with edge whitespace a template might trim, is rendered
+        whole.
+        """
+        *head, last = messages
+        content = last["content"]
+        if last["role"] == "user" and content == content.strip():
+            frame = self._frame(tuple(head))
+            if frame is not None:
+                return frame[0] + content + frame[1] + assistant_prefix
+        return self._render(messages) + assistant_prefix
+
+    def _frame(self, head: tuple[ChatMessage, ...]) -> tuple[str, str] | None:
+        key = tuple((m["role"], m["content"]) for m in head)
+        if key in self._frames:
+            return self._frames[key]
+        turns = list(head)
+        cuts = []
+        for mark in _CONTENT_MARKS:
+            pieces = self._render([*turns, ChatMessage(role="user", content=mark)]).split(mark)
+            cuts.append((pieces[0], pieces[1]) if len(pieces) == 2 else None)
+        frame = cuts[0] if cuts[0] is not None and cuts[0] == cuts[1] else None
+        if len(self._frames) >= 1024:
+            self._frames.clear()
+        self._frames[key] = frame
+        return frame
+
+    def _render(self, messages: Sequence[ChatMessage]) -> str:
         text: str = self._tokenizer.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
         )
-        return text + assistant_prefix
+        return text
 
     def prompt_ids(self, messages: Sequence[ChatMessage], assistant_prefix: str = "") -> list[int]:
         """``messages`` with the chat template and an open assistant turn, then the prefix."""

@@ -202,3 +202,35 @@ async def test_the_tokenizer_is_found_in_the_served_model_s_directory(
     async with backend(stand_in, "proper", elsewhere, None) as judge:
         await judge.start()
         assert judge.info.details["choice_scoring"] == "first_token"
+
+
+def _whole(tokenizer: ChatTokenizer, messages: list[ChatMessage], prefix: str = "") -> str:
+    return tokenizer._render(messages) + prefix
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [user("pick A")],
+        [ChatMessage(role="system", content="You judge."), user("Compare:\n<<a>>\nx\n<</a>>")],
+        [ChatMessage(role="system", content="You judge."), user("  padded content  ")],
+        [user("first"), ChatMessage(role="assistant", content="ok"), user("second {{ x }}")],
+    ],
+)
+def test_a_prompt_cut_from_its_head_is_the_whole_rendering(
+    tokenizer: ChatTokenizer, messages: list[ChatMessage]
+) -> None:
+    """The template runs once per head; the text is exactly what rendering it whole gives."""
+    for prefix in ("", '{"verdict": "'):
+        assert tokenizer.prompt_text(messages, prefix) == _whole(tokenizer, messages, prefix)
+        assert tokenizer.prompt_text(messages, prefix) == _whole(tokenizer, messages, prefix)
+
+
+def test_a_template_that_changes_the_content_is_rendered_whole(smollm2_dir: Path) -> None:
+    shouting = ChatTokenizer.load(str(smollm2_dir))
+    shouting._tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m.role }}>{{ m.content | upper }}\n{% endfor %}<assistant>"
+    )
+    messages = [ChatMessage(role="system", content="s"), user("quiet words")]
+    assert shouting.prompt_text(messages) == "<system>S\n<user>QUIET WORDS\n<assistant>"
+    assert shouting._frames == {(("system", "s"),): None}  # no verbatim frame: whole renders
