@@ -108,13 +108,15 @@ class Target:
 
 
 @contextlib.contextmanager
-def started(cmd: list[str], env: dict[str, str], log: Path, ready_url: str) -> Iterator[int]:
+def started(
+    cmd: list[str], env: dict[str, str], log: Path, ready_url: str, within: float = 120.0
+) -> Iterator[int]:
     """Run ``cmd`` in ``log``'s folder until the block ends (SIGINT, then kill); wait until
-    ``ready_url`` answers 200."""
+    ``ready_url`` answers 200 (at most ``within`` seconds)."""
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(ready_url, proc)
+        _wait_ready(ready_url, proc, within)
         yield proc.pid
     finally:
         proc.send_signal(2)
@@ -125,8 +127,8 @@ def started(cmd: list[str], env: dict[str, str], log: Path, ready_url: str) -> I
             proc.wait()
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], within: float) -> None:
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{url}: the server exited with {proc.returncode}")
