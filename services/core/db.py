@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 import migrations
 
 #: How long a SQLite connection waits for another writer before "database is locked".
-SQLITE_BUSY_TIMEOUT_S = 30.0
+SQLITE_BUSY_TIMEOUT_S = 15.0
 
 
 def make_engine(url: str) -> AsyncEngine:
