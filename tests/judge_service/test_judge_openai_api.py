@@ -99,6 +99,17 @@ async def test_a_context_length_error_is_a_422(
     assert len(judge.run.bodies) == 4  # one attempt per order: a 400 is never retried
 
 
+async def test_a_judge_that_fails_every_item_is_a_503_with_retry_after(
+    stand_in: StandIn, tmp_path: Path, embedder: Embedder
+) -> None:
+    judge = Judge(stand_in, "fail500x1000")
+    async for client in serve(judge, tmp_path, embedder):
+        response = await client.post("/v1/judge/pairwise", json=PAIR)
+    assert response.status_code == 503, response.text
+    assert response.json()["error"]["type"] == "backend_unavailable"
+    assert int(response.headers["Retry-After"]) >= 1  # was missing: the caller had no time
+
+
 async def test_a_grade_of_ten_reads_through_the_scale_endpoint(
     stand_in: StandIn, tmp_path: Path, embedder: Embedder, model_cache_dir: Path
 ) -> None:
