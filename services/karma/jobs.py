@@ -112,12 +112,16 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
         request = TrainRequest.model_validate(params)
         path = data_path(request.data, settings)
         work = settings.data_dir / "karma" / "runs" / ctx.job_id
-        shutil.rmtree(work, ignore_errors=True)  # a run of this job that died before
+        # A retry keeps the trainer's checkpoints of the attempt that died (issue 23), not
+        # the model folder it may have half written.
+        await asyncio.to_thread(_clear, work, keep_checkpoints=ctx.attempt > 1)
         await ctx.progress(0, 1, "loading")
         reporter = _Reporter(ctx, asyncio.get_running_loop())
         config = request.config(work / "model")
+        update: dict[str, Any] = {"checkpoint_dir": work / CHECKPOINTS}
         if request.data != "reddit_karma":
-            config = config.model_copy(update={"data": str(path)})
+            update["data"] = str(path)
+        config = config.model_copy(update=update)
         try:
             result = await asyncio.to_thread(
                 _keeping_threads(train_karma),
@@ -132,11 +136,36 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
                 result.path, result.metrics, request, owner=ctx.owner, job_id=ctx.job_id
             )
             await ctx.progress(2, 2, "saving")
-        finally:
+        except asyncio.CancelledError:
+            if ctx.cancel_requested:  # else the process is stopping: a retry resumes
+                await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
+            raise
+        except BaseException:
             await asyncio.to_thread(shutil.rmtree, work, True)
+            raise
+        await asyncio.to_thread(shutil.rmtree, work, True)
         return job_result(result.metrics, version.name, version.version, version.current)
 
     return run
+
+
+#: The trainer's checkpoints inside a job's run folder (finetune; frozen training resumes
+#: from its embedding cache instead, whose shards are written as it goes).
+CHECKPOINTS = "trainer"
+
+
+def _clear(work: Path, *, keep_checkpoints: bool) -> None:
+    """Empty a job's run folder, keeping the trainer's checkpoints when asked."""
+    if not keep_checkpoints:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    for child in work.iterdir() if work.is_dir() else []:
+        if child.name == CHECKPOINTS:
+            continue
+        if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink()
 
 
 def _keeping_threads(function: Callable[..., _T]) -> Callable[..., _T]:
