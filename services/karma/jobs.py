@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.jobs.store import ACTIVE, JobStore
 from services.core.server_files import model_folder
 from services.core.settings import Settings
@@ -113,8 +114,9 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
         path = data_path(request.data, settings)
         work = settings.data_dir / "karma" / "runs" / ctx.job_id
         # A retry keeps the trainer's checkpoints of the attempt that died (issue 23), not
-        # the model folder it may have half written.
-        await asyncio.to_thread(_clear, work, keep_checkpoints=ctx.attempt > 1)
+        # the model folder it may have half written. (The frozen method resumes from its
+        # embedding cache instead, whose shards are written as it goes.)
+        await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
         await ctx.progress(0, 1, "loading")
         reporter = _Reporter(ctx, asyncio.get_running_loop())
         config = request.config(work / "model")
@@ -147,25 +149,6 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
         return job_result(result.metrics, version.name, version.version, version.current)
 
     return run
-
-
-#: The trainer's checkpoints inside a job's run folder (finetune; frozen training resumes
-#: from its embedding cache instead, whose shards are written as it goes).
-CHECKPOINTS = "trainer"
-
-
-def _clear(work: Path, *, keep_checkpoints: bool) -> None:
-    """Empty a job's run folder, keeping the trainer's checkpoints when asked."""
-    if not keep_checkpoints:
-        shutil.rmtree(work, ignore_errors=True)
-        return
-    for child in work.iterdir() if work.is_dir() else []:
-        if child.name == CHECKPOINTS:
-            continue
-        if child.is_dir():
-            shutil.rmtree(child, ignore_errors=True)
-        else:
-            child.unlink()
 
 
 def _keeping_threads(function: Callable[..., _T]) -> Callable[..., _T]:

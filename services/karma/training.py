@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judges.model_worker import loading_lock
 from services.core.errors import InvalidInput
+from services.core.jobs.run_folders import last_checkpoint
 from services.karma.data import KarmaData, load_data
 from services.karma.evaluation import EvalOptions, evaluate
 from services.karma.features import Variant, from_reply
@@ -242,7 +243,7 @@ def _fit(
         else tempfile.TemporaryDirectory(prefix="karma-trl-")
     )
     with folder as work:
-        resume = _last_checkpoint(kept)
+        resume = last_checkpoint(kept)
         args = RewardConfig(
             output_dir=work,
             per_device_train_batch_size=config.batch_size,
@@ -286,16 +287,6 @@ def _fit(
     log = [e for e in trainer.state.log_history if "loss" in e]
     resumed = int(resume.name.rsplit("-", 1)[1]) if resume else 0
     return _Fit(seconds, cpu, int(state.global_step), pairs, log, resumed)
-
-
-def _last_checkpoint(folder: Path | None) -> Path | None:
-    """The trainer's latest ``checkpoint-<step>`` folder in ``folder``, if any."""
-    if folder is None or not folder.is_dir():
-        return None
-    from transformers.trainer_utils import get_last_checkpoint
-
-    found: str | None = get_last_checkpoint(str(folder))  # type: ignore[no-untyped-call]
-    return Path(found) if found else None
 
 
 def _cpu_seconds() -> float:
