@@ -29,24 +29,24 @@ def test_an_interrupted_lora_resumes_from_its_last_checkpoint(
 ) -> None:
     folder = write_slice(tmp_path / "uss", per_split=4)
     items = uss.examples(uss.in_split(uss.load(["sgd"], folder), "train"))[:8]
-    config = CalibrationConfig(data=["sgd"], max_steps=4, batch_size=1, max_length=96, threads=1)
+    config = CalibrationConfig(data=["sgd"], max_steps=3, batch_size=1, max_length=128, threads=1)
     base = resolve_model_dir(None, model_cache_dir)
     checkpoints = tmp_path / "trainer"
 
-    def dies_at_step_3(done: int, total: int, stage: str) -> None:
-        if stage == "train" and done == 3:
+    def dies_at_step_2(done: int, total: int, stage: str) -> None:
+        if stage == "train" and done == 2:
             raise _Died
 
     with pytest.raises(_Died):
-        _train_lora(config, base, items, tmp_path / "first", dies_at_step_3, checkpoints, 2)
-    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == ["checkpoint-2"]
+        _train_lora(config, base, items, tmp_path / "first", dies_at_step_2, checkpoints, 1)
+    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == ["checkpoint-1"]
     steps: list[int] = []
 
     def record(done: int, total: int, stage: str) -> None:
         if stage == "train":
             steps.append(done)
 
-    training = _train_lora(config, base, items, tmp_path / "again", record, checkpoints, 2)
-    assert training["resumed_from_step"] == 2 and training["steps"] == 4
-    assert steps == [3, 4]  # steps 1 and 2 are not trained again
+    training = _train_lora(config, base, items, tmp_path / "again", record, checkpoints, 1)
+    assert training["resumed_from_step"] == 1 and training["steps"] == 3
+    assert steps == [2, 3]  # step 1 is not trained again
     assert (tmp_path / "again" / "adapter").is_dir()
