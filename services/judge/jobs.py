@@ -119,6 +119,7 @@ async def run_evaluation(
         )
     config = _config(request, backend_kind, backend.info.model_id, len(votes))
     config["seconds"] = round(earlier_s + time.monotonic() - started, 1)
+    config["resumed_from"] = len(resumed)  # votes an earlier attempt judged (issue 23)
     return ev.report([*resumed, *outcomes], config)
 
 
@@ -194,7 +195,7 @@ def evaluation_job(
             earlier_s=earlier_s,
         )
         _fail_if_nothing_judged(report)
-        return {**report, "resumed_from": len(resumed)}
+        return report
 
     return run
 

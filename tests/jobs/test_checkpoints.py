@@ -345,7 +345,7 @@ async def test_a_killed_evaluation_keeps_the_votes_it_judged(
     assert job.state == "succeeded", job.error
     assert job.attempts == 2 and job.error is None
     report = job.result
-    assert report["resumed_from"] == len(at_kill["outcomes"])  # not from vote 0
+    assert report["config"]["resumed_from"] == len(at_kill["outcomes"])  # not from vote 0
     assert report["overall"]["votes"] == len(votes) and report["overall"]["failed"] == 0
     assert sum(c["votes"] for c in report["per_category"].values()) == len(votes)
     assert [o[0] for o in job.checkpoint["outcomes"]] == [v["id"] for v in votes]
