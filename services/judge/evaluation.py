@@ -121,6 +121,24 @@ class VoteOutcome:
     """Each order's status and verdict source, as ``status/source`` (``ok/structured``)."""
 
 
+#: Called with the outcomes so far after each batch of votes.
+Judged = Callable[[Sequence[VoteOutcome]], Awaitable[None]]
+
+
+def outcome_json(outcome: VoteOutcome) -> list[Any]:
+    """An outcome as JSON (a job's checkpoint), the vote named by its id."""
+    o = outcome
+    return [o.vote.id, o.p_a, o.winner, o.consistent, o.p_first, o.status, o.sources]
+
+
+def outcome_of(value: list[Any], vote: Vote) -> VoteOutcome:
+    """The outcome :func:`outcome_json` wrote for ``vote``; ValueError if it names another."""
+    vote_id, p_a, winner, consistent, p_first, status, sources = value
+    if vote_id != vote.id:
+        raise ValueError(f"the outcome of vote {vote_id!r} is not one of vote {vote.id!r}")
+    return VoteOutcome(vote, p_a, winner, consistent, list(p_first), status, list(sources))
+
+
 async def judge_votes(
     service: JudgeService,
     votes: Sequence[Vote],
@@ -129,21 +147,30 @@ async def judge_votes(
     max_chars: int,
     batch: int = 8,
     progress: Callable[[int], Awaitable[None]] | None = None,
-    checkpoint: Callable[[Sequence[VoteOutcome]], None] | None = None,
+    judged: Judged | None = None,
 ) -> list[VoteOutcome]:
     """Judge every vote (both orders when ``options.swap``), ``batch`` votes at a time;
-    ``checkpoint`` gets the outcomes so far after each batch (a long run's partial report)."""
+    ``judged`` gets the outcomes so far after each batch (a job's checkpoint)."""
     outcomes: list[VoteOutcome] = []
     for start in range(0, len(votes), batch):
         chunk = votes[start : start + batch]
         outcomes.extend(
             await asyncio.gather(*(_judge_one(service, v, options, max_chars) for v in chunk))
         )
-        if progress is not None:
-            await progress(len(chunk))
-        if checkpoint is not None:
-            checkpoint(outcomes)
+        await _after_batch(outcomes, len(chunk), progress, judged)
     return outcomes
+
+
+async def _after_batch(
+    outcomes: list[VoteOutcome],
+    size: int,
+    progress: Callable[[int], Awaitable[None]] | None,
+    judged: Judged | None,
+) -> None:
+    if judged is not None:  # before the progress report, which may raise JobCancelled
+        await judged(outcomes)
+    if progress is not None:
+        await progress(size)
 
 
 async def grade_votes(
@@ -154,6 +181,7 @@ async def grade_votes(
     max_chars: int,
     batch: int = 8,
     progress: Callable[[int], Awaitable[None]] | None = None,
+    judged: Judged | None = None,
 ) -> list[VoteOutcome]:
     """The pointwise alternative: grade each answer alone on 1..K, the higher expected grade
     wins. No slot, so no position bias; P(a better) is a logistic of the grade difference."""
@@ -163,8 +191,7 @@ async def grade_votes(
         outcomes.extend(
             await asyncio.gather(*(_grade_one(service, v, k, max_chars) for v in chunk))
         )
-        if progress is not None:
-            await progress(len(chunk))
+        await _after_batch(outcomes, len(chunk), progress, judged)
     return outcomes
 
 

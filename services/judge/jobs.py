@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,30 +81,46 @@ async def run_evaluation(
     backend: JudgeBackend,
     backend_kind: str,
     progress: Progress | None = None,
+    resumed: Sequence[ev.VoteOutcome] = (),
+    judged: ev.Judged | None = None,
+    earlier_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Judge ``votes`` and build the JSON report (the same one ``plaudit eval judge`` writes)."""
+    """Judge ``votes`` and build the JSON report (the same one ``plaudit eval judge`` writes).
+
+    ``resumed`` are the outcomes of the first votes, judged by an earlier attempt of the job
+    (its checkpoint), which this one does not judge again; ``judged`` gets every outcome so
+    far after each batch; ``earlier_s`` is the earlier attempts' judging time."""
     started = time.monotonic()
+    todo = votes[len(resumed) :]
+
+    async def all_judged(new: Sequence[ev.VoteOutcome]) -> None:
+        if judged is not None:
+            await judged([*resumed, *new])
+
     if request.method == "scale":
         outcomes = await ev.grade_votes(
             service,
-            votes,
+            todo,
             k=request.k,
             max_chars=request.max_chars,
             batch=request.batch,
             progress=progress,
+            judged=all_judged,
         )
     else:
         outcomes = await ev.judge_votes(
             service,
-            votes,
+            todo,
             _options(request),
             max_chars=request.max_chars,
             batch=request.batch,
             progress=progress,
+            judged=all_judged,
         )
     config = _config(request, backend_kind, backend.info.model_id, len(votes))
-    config["seconds"] = round(time.monotonic() - started, 1)
-    return ev.report(outcomes, config)
+    config["seconds"] = round(earlier_s + time.monotonic() - started, 1)
+    config["resumed_from"] = len(resumed)  # votes an earlier attempt judged (issue 23)
+    return ev.report([*resumed, *outcomes], config)
 
 
 def _options(request: EvaluationRequest) -> JudgeOptions:
@@ -151,28 +167,58 @@ def evaluation_job(
     async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
         request = EvaluationRequest.model_validate(params)
         votes = await asyncio.to_thread(sampled_votes, request, settings.data_dir)
-        await ctx.progress(0, len(votes), "waiting for the judge to load")
+        resumed, earlier_s = _resumed(ctx.checkpoint, votes)
+        await ctx.progress(len(resumed), len(votes), "waiting for the judge to load")
         await loaded()
-        done = 0
+        done = len(resumed)
+        started = time.monotonic()
 
-        async def judged(n: int) -> None:
+        async def progress(n: int) -> None:
             nonlocal done
             done += n
             await ctx.progress(done, len(votes), "judging votes")
 
-        await ctx.progress(0, len(votes), "judging votes")
+        async def judged(outcomes: Sequence[ev.VoteOutcome]) -> None:
+            seconds = earlier_s + time.monotonic() - started
+            await ctx.save_checkpoint(_checkpoint(outcomes, seconds))
+
+        await ctx.progress(done, len(votes), "judging votes")
         report = await run_evaluation(
             service,
             request,
             votes,
             backend=backend,
             backend_kind=settings.judge.backend,
-            progress=judged,
+            progress=progress,
+            resumed=resumed,
+            judged=judged,
+            earlier_s=earlier_s,
         )
         _fail_if_nothing_judged(report)
         return report
 
     return run
+
+
+def _checkpoint(outcomes: Sequence[ev.VoteOutcome], seconds: float) -> dict[str, Any]:
+    """The votes judged so far (issue 23): a retried job judges only the rest."""
+    return {"outcomes": [ev.outcome_json(o) for o in outcomes], "seconds": round(seconds, 1)}
+
+
+def _resumed(checkpoint: Any, votes: list[ev.Vote]) -> tuple[list[ev.VoteOutcome], float]:
+    """The outcomes an earlier attempt saved for the first votes, and its judging time; none
+    when the checkpoint does not fit the votes (the data changed in between)."""
+    if not isinstance(checkpoint, dict):
+        return [], 0.0
+    saved = checkpoint.get("outcomes") or []
+    try:
+        if len(saved) > len(votes):
+            raise ValueError("more outcomes than votes")
+        resumed = [ev.outcome_of(value, vote) for value, vote in zip(saved, votes, strict=False)]
+    except (TypeError, ValueError) as exc:
+        log.warning("the evaluation's checkpoint does not fit its votes (%s); starting afresh", exc)
+        return [], 0.0
+    return resumed, float(checkpoint.get("seconds") or 0.0)
 
 
 def _fail_if_nothing_judged(report: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.jobs.store import ACTIVE, JobStore
 from services.core.server_files import model_folder
 from services.core.settings import Settings
@@ -112,12 +113,17 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
         request = TrainRequest.model_validate(params)
         path = data_path(request.data, settings)
         work = settings.data_dir / "karma" / "runs" / ctx.job_id
-        shutil.rmtree(work, ignore_errors=True)  # a run of this job that died before
+        # A retry keeps the trainer's checkpoints of the attempt that died (issue 23), not
+        # the model folder it may have half written. (The frozen method resumes from its
+        # embedding cache instead, whose shards are written as it goes.)
+        await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
         await ctx.progress(0, 1, "loading")
         reporter = _Reporter(ctx, asyncio.get_running_loop())
         config = request.config(work / "model")
+        update: dict[str, Any] = {"checkpoint_dir": work / CHECKPOINTS}
         if request.data != "reddit_karma":
-            config = config.model_copy(update={"data": str(path)})
+            update["data"] = str(path)
+        config = config.model_copy(update=update)
         try:
             result = await asyncio.to_thread(
                 _keeping_threads(train_karma),
@@ -132,8 +138,14 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
                 result.path, result.metrics, request, owner=ctx.owner, job_id=ctx.job_id
             )
             await ctx.progress(2, 2, "saving")
-        finally:
+        except asyncio.CancelledError:
+            if ctx.cancel_requested:  # else the process is stopping: a retry resumes
+                await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
+            raise
+        except BaseException:
             await asyncio.to_thread(shutil.rmtree, work, True)
+            raise
+        await asyncio.to_thread(shutil.rmtree, work, True)
         return job_result(result.metrics, version.name, version.version, version.current)
 
     return run

@@ -13,6 +13,7 @@ truncating it. The result is a model directory (config, safetensors weights, tok
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judges.model_worker import loading_lock
 from services.core.errors import InvalidInput
+from services.core.jobs.run_folders import last_checkpoint
 from services.karma.data import KarmaData, load_data
 from services.karma.evaluation import EvalOptions, evaluate
 from services.karma.features import Variant, from_reply
@@ -90,6 +92,14 @@ class KarmaTrainConfig(BaseModel):
     eval_max_pairs: int | None = Field(default=None, ge=1)
     spearman_threads: int | None = Field(default=300, ge=1)
     threads: int | None = Field(default=None, ge=1, description="torch CPU threads")
+    checkpoint_dir: Path | None = Field(
+        default=None,
+        description="finetune: a folder where the trainer keeps a resumable checkpoint every "
+        "checkpoint_steps steps; a run given a folder that holds one resumes from it",
+    )
+    checkpoint_steps: int = Field(
+        default=100, ge=1, description="finetune: training steps between two checkpoints"
+    )
     device: str | None = Field(default=None, description="cpu, cuda (default: cuda if present)")
     seed: int = 0
 
@@ -215,6 +225,7 @@ class _Fit:
     steps: int
     pairs: int
     log: list[dict[str, float]]
+    resumed_from_step: int = 0
 
 
 def _fit(
@@ -225,7 +236,14 @@ def _fit(
         from trl.trainer.reward_trainer import RewardTrainer
 
     dataset = _dataset(scorer, chosen)
-    with tempfile.TemporaryDirectory(prefix="karma-trl-") as work:
+    kept = config.checkpoint_dir
+    folder = (
+        contextlib.nullcontext(str(kept))
+        if kept
+        else tempfile.TemporaryDirectory(prefix="karma-trl-")
+    )
+    with folder as work:
+        resume = last_checkpoint(kept)
         args = RewardConfig(
             output_dir=work,
             per_device_train_batch_size=config.batch_size,
@@ -242,7 +260,11 @@ def _fit(
             train_sampling_strategy="group_by_length",
             length_column_name="length",
             use_cpu=_device(config) == "cpu",
-            save_strategy="no",
+            # The trainer's own checkpoint (weights, optimizer, scheduler, data position and
+            # random state) is what a retried karma.train job resumes from (issue 23).
+            save_strategy="steps" if kept else "no",
+            save_steps=config.checkpoint_steps,
+            save_total_limit=1,
             report_to="none",
             logging_steps=10,
             disable_tqdm=True,
@@ -257,13 +279,14 @@ def _fit(
             callbacks=[_progress_callback(report)],
         )
         started, cpu = time.monotonic(), _cpu_seconds()
-        state = trainer.train()
+        state = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         seconds, cpu = time.monotonic() - started, _cpu_seconds() - cpu
     scorer.model.eval()
     # TRL drops pairs over max_length; the encoding leaves none, this checks it
-    kept = len(trainer.train_dataset)  # type: ignore[arg-type]
+    pairs = len(trainer.train_dataset)  # type: ignore[arg-type]
     log = [e for e in trainer.state.log_history if "loss" in e]
-    return _Fit(seconds, cpu, int(state.global_step), kept, log)
+    resumed = int(resume.name.rsplit("-", 1)[1]) if resume else 0
+    return _Fit(seconds, cpu, int(state.global_step), pairs, log, resumed)
 
 
 def _cpu_seconds() -> float:
@@ -349,6 +372,7 @@ def _metrics(
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "torch_threads": torch.get_num_threads(),
             "steps": fit.steps,
+            "resumed_from_step": fit.resumed_from_step,
             "sibling_pairs": len(chosen) - ranking,
             "ranking_pairs": ranking,
             "pairs_dropped_by_trl": len(chosen) - fit.pairs,

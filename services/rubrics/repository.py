@@ -76,7 +76,9 @@ class ListFilter:
 class RubricRepository(Protocol):
     """Rubrics with immutable versions and a current pointer, seen through the caller."""
 
-    async def create(self, rubrics: list[NewRubric]) -> list[tuple[RubricHead, RubricVersion]]:
+    async def create(
+        self, rubrics: list[NewRubric], ids: list[str] | None = None
+    ) -> list[tuple[RubricHead, RubricVersion]]:
         """Store each rubric as version 1, all in one transaction; owner = the caller."""
         ...
 
@@ -117,13 +119,15 @@ class SqlRubricRepository:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
 
-    async def create(self, rubrics: list[NewRubric]) -> list[tuple[RubricHead, RubricVersion]]:
+    async def create(
+        self, rubrics: list[NewRubric], ids: list[str] | None = None
+    ) -> list[tuple[RubricHead, RubricVersion]]:
         owner = current_principal().owner
         now = utcnow()
         heads: list[RubricRecord] = []
         versions: list[RubricVersionRecord] = []
-        for rubric in rubrics:
-            rubric_id = new_rubric_id()
+        for index, rubric in enumerate(rubrics):
+            rubric_id = ids[index] if ids is not None else new_rubric_id()
             heads.append(
                 RubricRecord(
                     id=rubric_id,

@@ -95,12 +95,23 @@ class RubricsService:
         created = await self._repository.create([self._new(b, prefix) for prefix, b in bodies])
         return ImportResult(created=[_out(*pair) for pair in created], total=len(created))
 
-    async def create_many(self, bodies: Sequence[RubricCreate]) -> list[RubricOut]:
-        """Several new rubrics in one transaction (rubric synthesis keeps its instances so)."""
+    async def create_many(
+        self, bodies: Sequence[RubricCreate], ids: list[str] | None = None
+    ) -> list[RubricOut]:
+        """Several new rubrics in one transaction (rubric synthesis keeps its instances so);
+        ``ids`` chooses their ids (a resumed synthesis job's are derived from its job id, so
+        that a retry cannot create one twice)."""
         if not bodies:
             return []
         news = [self._new(body, f"rubrics[{i}].") for i, body in enumerate(bodies)]
-        return [_out(*pair) for pair in await self._repository.create(news)]
+        return [_out(*pair) for pair in await self._repository.create(news, ids)]
+
+    async def find(self, rubric_id: str) -> RubricOut | None:
+        """The rubric's current version, or None when the caller sees no such rubric."""
+        head = await self._repository.head(rubric_id)
+        if head is None:
+            return None
+        return await self.get(rubric_id)
 
     async def update(self, rubric_id: str, body: RubricUpdate) -> RubricOut:
         """A new version made current; criteria sent with their id keep it."""

@@ -18,6 +18,7 @@ BENCHMARKS.md for the measured time. Larger runs change only the numbers (GPU: `
 
 from __future__ import annotations
 
+import contextlib
 import random
 import resource
 import shutil
@@ -31,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from judges.model_worker import loading_lock
+from services.core.jobs.run_folders import last_checkpoint
 from services.simulator import data as uss
 from services.simulator.predictor import (
     SatisfactionPredictor,
@@ -96,6 +98,10 @@ class CalibrationConfig(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
+#: LoRA steps between two checkpoints of a calibration job (each a few MB).
+CHECKPOINT_STEPS = 10
+
+
 @dataclass
 class CalibrationResult:
     path: Path
@@ -142,8 +148,13 @@ def calibrate(
     out: Path,
     embed: Embed,
     progress: Progress | None = None,
+    checkpoints: Path | None = None,
 ) -> CalibrationResult:
-    """Fit a calibration into ``out`` (``adapter/``, ``predictor.json``) and measure it."""
+    """Fit a calibration into ``out`` (``adapter/``, ``predictor.json``) and measure it.
+
+    With ``checkpoints``, the LoRA trainer keeps a resumable checkpoint there every
+    :data:`CHECKPOINT_STEPS` steps, and a run given a folder holding one resumes from it
+    (a retried ``simulator.calibrate`` job, issue 23)."""
     import torch
 
     report_progress = progress or (lambda done, total, stage: None)
@@ -161,7 +172,7 @@ def calibrate(
     lora_started = time.monotonic()
     turns = config.max_train_turns or max(1, config.max_steps * config.batch_size)
     lora_items = rng.sample(train, min(turns, len(train)))
-    training = _train_lora(config, base_dir, lora_items, out, report_progress)
+    training = _train_lora(config, base_dir, lora_items, out, report_progress, checkpoints)
     training["seconds"] = round(time.monotonic() - lora_started, 1)
 
     report_progress(0, 1, "satisfaction")
@@ -209,8 +220,12 @@ def _train_lora(
     items: Sequence[uss.UserTurnExample],
     out: Path,
     progress: Progress,
+    checkpoints: Path | None = None,
+    checkpoint_steps: int | None = None,
 ) -> dict[str, Any]:
-    """LoRA through TRL's SFTTrainer; the adapter goes to ``out/adapter``."""
+    """LoRA through TRL's SFTTrainer; the adapter goes to ``out/adapter``; checkpoints (the
+    adapter, optimizer, scheduler and data position: a few MB) every ``checkpoint_steps``
+    into ``checkpoints``, resumed from when one is there."""
     if config.max_steps == 0:
         return {"steps": 0, "loss": None, "lora": None}
     # Not at the same time as a model worker's load: transformers' lazy imports are not
@@ -243,7 +258,13 @@ def _train_lora(
         raise uss.DialogueDataError(
             f"no user turn fits max_length={config.max_length} tokens", param="max_length"
         )
-    with tempfile.TemporaryDirectory(prefix="plaudit-sim-") as work:
+    folder = (
+        contextlib.nullcontext(str(checkpoints))
+        if checkpoints
+        else tempfile.TemporaryDirectory(prefix="plaudit-sim-")
+    )
+    with folder as work:
+        resume = last_checkpoint(checkpoints)
         args = SFTConfig(
             output_dir=work,
             max_steps=config.max_steps,
@@ -254,7 +275,9 @@ def _train_lora(
             max_length=config.max_length,
             bf16=False,
             use_cpu=config.device == "cpu",
-            save_strategy="no",
+            save_strategy="steps" if checkpoints else "no",
+            save_steps=checkpoint_steps or CHECKPOINT_STEPS,
+            save_total_limit=1,
             report_to="none",
             logging_steps=max(1, config.max_steps // 10),
             disable_tqdm=True,
@@ -269,12 +292,13 @@ def _train_lora(
             peft_config=lora,
             callbacks=[Steps()],
         )
-        result = trainer.train()
+        result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         trained: Any = trainer.model
         trained.save_pretrained(str(out / ADAPTER_DIR))
         losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     return {
         "steps": int(result.global_step),
+        "resumed_from_step": int(resume.name.rsplit("-", 1)[1]) if resume else 0,
         "examples": len(rows),
         "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
         "lora": {"rank": config.lora_rank, "alpha": config.lora_alpha},

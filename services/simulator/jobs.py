@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from judges.backends.settings import resolve_role
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
+from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.settings import Settings
 from services.datasets.store import dataset_folder
 from services.karma.jobs import _keeping_threads, _Reporter
@@ -65,7 +66,8 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
             return np.asarray(future.result(), dtype=np.float32)
 
         work = settings.data_dir / "simulator" / "runs" / ctx.job_id
-        shutil.rmtree(work, ignore_errors=True)
+        # A retry keeps the LoRA trainer's checkpoints of the attempt that died (issue 23).
+        await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
         await ctx.progress(0, 1, "loading")
         try:
             base = await asyncio.to_thread(base_model_dir, settings)
@@ -75,9 +77,10 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
                 base_dir=base,
                 data_dir=uss_dir(settings),
                 roots=settings.simulator.data_roots,
-                out=work,
+                out=work / "calibration",
                 embed=embed,
                 progress=_Reporter(ctx, loop),
+                checkpoints=work / CHECKPOINTS,
             )
             await ctx.progress(0, 1, "saving")
             version = await service.save(
@@ -89,8 +92,14 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
                 note=request.note,
             )
             await ctx.progress(1, 1, "saving")
-        finally:
+        except asyncio.CancelledError:
+            if ctx.cancel_requested:  # else the process is stopping: a retry resumes
+                await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
+            raise
+        except BaseException:
             await asyncio.to_thread(shutil.rmtree, work, True)
+            raise
+        await asyncio.to_thread(shutil.rmtree, work, True)
         return {
             "calibration": {"name": version.name, "version": version.version, "ref": version.ref},
             "summary": headline(result.metrics),

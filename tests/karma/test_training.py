@@ -169,3 +169,37 @@ def test_karma_train_refuses_bad_data_and_an_existing_output(
     taken.mkdir()
     with pytest.raises(InvalidInput, match="exists"):
         train_karma(_config(data_file, taken), data_dir=tmp_path, models_dir=tmp_path)
+
+
+class _Died(Exception):
+    """Stands for the death of the process running the training."""
+
+
+def test_an_interrupted_finetune_resumes_from_its_last_checkpoint(
+    data_file: Path, tmp_path: Path
+) -> None:
+    """The trainer keeps a checkpoint every ``checkpoint_steps`` steps in ``checkpoint_dir``;
+    a run given that folder again carries on from it (a retried karma.train job, issue 23)."""
+    checkpoints = tmp_path / "trainer"
+    config = _config(data_file, tmp_path / "model").model_copy(
+        update={"checkpoint_dir": checkpoints, "checkpoint_steps": 2}
+    )
+
+    def dies_at_step_3(done: int, total: int, stage: str) -> None:
+        if stage == "train" and done == 3:
+            raise _Died
+
+    with pytest.raises(_Died):
+        train_karma(config, data_dir=tmp_path, models_dir=tmp_path, progress=dies_at_step_3)
+    assert sorted(p.name for p in checkpoints.glob("checkpoint-*")) == ["checkpoint-2"]
+    steps: list[int] = []
+
+    def record(done: int, total: int, stage: str) -> None:
+        if stage == "train":
+            steps.append(done)
+
+    result = train_karma(config, data_dir=tmp_path, models_dir=tmp_path, progress=record)
+    training = result.metrics["training"]
+    assert training["resumed_from_step"] == 2 and training["steps"] == 4
+    assert steps == [3, 4]  # steps 1 and 2 are not trained again
+    assert (result.path / "metrics.json").is_file()

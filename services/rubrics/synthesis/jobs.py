@@ -2,7 +2,8 @@
 
 ``POST /v1/rubrics/synthesize`` checks the request at once (422s) and queues the job; the job
 runs :meth:`SynthesisService.run` as the caller (its rubrics and instances are the caller's)
-and answers a :class:`~services.rubrics.synthesis.schemas.SynthesisResult`.
+and answers a :class:`~services.rubrics.synthesis.schemas.SynthesisResult`. A retry after the
+process died resumes from the job's checkpoint: the instances stored so far are kept.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ def synthesize_job(service: SynthesisService, loaded: Callable[[], Awaitable[Non
         async def progress(done: int, total: int, stage: str) -> None:
             await ctx.progress(done, total, stage)
 
-        result = await service.run(request, ctx.job_id, progress)
+        # Each batch's records are stored as they become final, and the checkpoint says
+        # which: a retry keeps them and carries on (issue 23).
+        result = await service.run(
+            request, ctx.job_id, progress, ctx.checkpoint, ctx.save_checkpoint
+        )
         return result.model_dump(mode="json")
 
     return run

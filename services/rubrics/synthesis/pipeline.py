@@ -96,8 +96,18 @@ class Pipeline:
         return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
     async def run(
-        self, documents: Sequence[Document], request: SynthesizeRequest, progress: Progress
+        self,
+        documents: Sequence[Document],
+        request: SynthesizeRequest,
+        progress: Progress,
+        resume: Resume | None = None,
+        settle: Settle | None = None,
     ) -> list[Record]:
+        """Every document's record. With ``settle``, records are handed over as soon as
+        they are final (a batch at a time), with the candidates still waiting for stage 5;
+        ``resume`` says which positions an earlier attempt settled or drafted (issue 23), and
+        those are not drafted or judged again."""
+        resume = resume or Resume()
         records = [Record(doc, i) for i, doc in enumerate(documents)]
         total = len(records)
         await progress(0, total, STAGE_NAMES["filter"])
@@ -105,10 +115,11 @@ class Pipeline:
         await progress(total, total, STAGE_NAMES["filter"])
         doc_vectors = await self._assign(records, request.seed)
         await progress(total, total, STAGE_NAMES["domain"])
-        await self._draft(records, request, progress)
-        await self._validate_instances(records, request, doc_vectors)
-        await progress(total, total, STAGE_NAMES["instance"])
-        await self._validate_rubrics(records, request, progress)
+        resume.restore(records)
+        hand = _Hand(records, resume, settle)
+        await hand.over([r for r in records if not r.alive])
+        await self._draft(records, request, progress, doc_vectors, hand)
+        await self._validate_rubrics(records, request, progress, hand)
         return records
 
     # --- stage 1 ------------------------------------------------------------------------
@@ -140,9 +151,16 @@ class Pipeline:
     # --- stage 3 ------------------------------------------------------------------------
 
     async def _draft(
-        self, records: list[Record], request: SynthesizeRequest, progress: Progress
+        self,
+        records: list[Record],
+        request: SynthesizeRequest,
+        progress: Progress,
+        doc_vectors: dict[int, np.ndarray],
+        hand: _Hand,
     ) -> None:
-        alive = [r for r in records if r.alive]
+        """Stages 3, 4 and the checks of stage 5 that look at one candidate, a batch at a
+        time, so that each batch's rejected records are final when it ends."""
+        alive = [r for r in records if r.alive and r.position not in hand.resume.drafted]
         batch = self._settings.synthesis_batch
         max_new = request.max_new_tokens or self._settings.synthesis_max_new_tokens
         done = len(records) - len(alive)
@@ -166,6 +184,9 @@ class Pipeline:
                     record.reject("generate", got.reason or "no_candidate")
                 else:
                     record.candidate = got.candidate
+            await self._validate_instances(chunk, request, doc_vectors)
+            await self._check_rubrics(chunk, request)
+            await hand.over([r for r in chunk if not r.alive], survivors=chunk)
             done += len(chunk)
             await progress(done, len(records), STAGE_NAMES["generate"])
 
@@ -196,9 +217,8 @@ class Pipeline:
 
     # --- stage 5 ------------------------------------------------------------------------
 
-    async def _validate_rubrics(
-        self, records: list[Record], request: SynthesizeRequest, progress: Progress
-    ) -> None:
+    async def _check_rubrics(self, records: list[Record], request: SynthesizeRequest) -> None:
+        """Stage 5's checks of each rubric alone: its shape, and no near-duplicate criteria."""
         options = request.options
         alive = [r for r in records if r.alive]
         for record in alive:
@@ -207,15 +227,23 @@ class Pipeline:
             if reason is not None:
                 record.reject("rubric", reason)
         await self._near_duplicates([r for r in alive if r.alive], options.duplicate_similarity)
-        survivors = [r for r in alive if r.alive]
-        done = len(records) - len(survivors)
+
+    async def _validate_rubrics(
+        self, records: list[Record], request: SynthesizeRequest, progress: Progress, hand: _Hand
+    ) -> None:
+        """Stage 5's discrimination test, a batch at a time; every candidate that passed the
+        checks above is a possible distractor, the ones an earlier attempt judged too."""
+        survivors = [r for r in records if r.alive and r.candidate is not None]
+        todo = [r for r in survivors if r.position not in hand.resume.settled]
+        done = len(records) - len(todo)
         await progress(done, len(records), STAGE_NAMES["rubric"])
         batch = self._settings.synthesis_batch
-        for start in range(0, len(survivors), batch):
-            chunk = survivors[start : start + batch]
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
             await asyncio.gather(
                 *(self._discriminates(r, _distractor(r, survivors), request) for r in chunk)
             )
+            await hand.over(chunk)
             done += len(chunk)
             await progress(done, len(records), STAGE_NAMES["rubric"])
 
@@ -288,6 +316,65 @@ class Pipeline:
                 f"not_discriminative: the reference answer scores {mine.reward:.3f}, a "
                 f"distractor {other.reward:.3f}",
             )
+
+
+#: ``settle(final, survivors)``: store the records that are final now; ``survivors`` are
+#: candidates that passed stages 3 and 4 and wait for stage 5 (a job keeps them in its
+#: checkpoint, so a retry does not generate them again).
+Settle = Callable[[list[Record], list[Record]], Awaitable[None]]
+
+
+@dataclass
+class Resume:
+    """What an earlier attempt of a job did: the positions whose records are stored
+    (``settled``), and the candidates that passed stages 3 and 4 (``survivors``, by
+    position: ``{"candidate", "raw", "measures"}``), settled or not."""
+
+    settled: set[int] = field(default_factory=set)
+    survivors: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def drafted(self) -> set[int]:
+        """Positions stage 3 need not see again: stored, or waiting for stage 5."""
+        return self.settled | set(self.survivors)
+
+    def restore(self, records: list[Record]) -> None:
+        """Give the surviving records their saved candidates (stages 1 and 2 ran again)."""
+        for record in records:
+            saved = self.survivors.get(record.position)
+            if saved is not None and record.alive:
+                record.candidate = Candidate.from_dict(saved["candidate"])
+                record.raw = saved.get("raw")
+                record.measures.update(saved.get("measures") or {})
+
+
+def survivor_json(record: Record) -> dict[str, Any]:
+    """A surviving record's candidate for :class:`Resume` (JSON)."""
+    assert record.candidate is not None
+    return {
+        "candidate": record.candidate.as_dict(),
+        "raw": record.raw,
+        "measures": record.measures,
+    }
+
+
+class _Hand:
+    """Hands settled records to ``settle`` once each, with the survivors so far."""
+
+    def __init__(self, records: list[Record], resume: Resume, settle: Settle | None) -> None:
+        self.resume = resume
+        self._settle = settle
+        self._survivors = {r.position: r for r in records if r.position in resume.survivors}
+
+    async def over(self, final: list[Record], survivors: Sequence[Record] = ()) -> None:
+        for record in survivors:
+            if record.alive:
+                self._survivors[record.position] = record
+        fresh = [r for r in final if r.position not in self.resume.settled]
+        if self._settle is None or not (fresh or survivors):
+            return
+        await self._settle(fresh, sorted(self._survivors.values(), key=lambda r: r.position))
+        self.resume.settled.update(r.position for r in fresh)
 
 
 def _inline(candidate: Candidate, domain: str | None) -> InlineRubric:

@@ -101,6 +101,24 @@ class SqlInstanceRepository:
         async with self._sessions() as session:
             return [_out(r) for r in (await session.scalars(query)).all()]
 
+    async def of_job(self, job_id: str) -> list[InstanceOut]:
+        """Every instance of a job (kept and rejected), in document order."""
+        query = (
+            select(RubricInstanceRecord)
+            .where(*_visible(), RubricInstanceRecord.job_id == job_id)
+            .order_by(RubricInstanceRecord.position)
+        )
+        async with self._sessions() as session:
+            return [_out(r) for r in (await session.scalars(query)).all()]
+
+    async def positions(self, job_id: str) -> set[int]:
+        """The document positions of a job that have an instance already."""
+        query = select(RubricInstanceRecord.position).where(
+            *_visible(), RubricInstanceRecord.job_id == job_id
+        )
+        async with self._sessions() as session:
+            return set((await session.scalars(query)).all())
+
     async def job_known(self, job_id: str) -> bool:
         """Whether the caller can see any candidate of ``job_id``."""
         query = (

@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,17 @@ from services.rubrics.schemas import CriterionIn, RubricCreate
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings
 from services.rubrics.synthesis import corpus
-from services.rubrics.synthesis.pipeline import Embed, Pipeline, Progress, Record, stage_counts
+from services.rubrics.synthesis.corpus import Document
+from services.rubrics.synthesis.generator import Candidate
+from services.rubrics.synthesis.pipeline import (
+    Embed,
+    Pipeline,
+    Progress,
+    Record,
+    Resume,
+    stage_counts,
+    survivor_json,
+)
 from services.rubrics.synthesis.repository import NewInstance, SqlInstanceRepository
 from services.rubrics.synthesis.schemas import (
     InstanceOut,
@@ -79,17 +90,36 @@ class SynthesisService:
         corpus.require_wikipedia(self._wikipedia_dir)
 
     async def run(
-        self, request: SynthesizeRequest, job_id: str, progress: Progress
+        self,
+        request: SynthesizeRequest,
+        job_id: str,
+        progress: Progress,
+        saved: Any = None,
+        checkpoint: Checkpoint | None = None,
     ) -> SynthesisResult:
-        """Run the stages over the request's documents and keep every outcome."""
+        """Run the stages over the request's documents and keep every outcome.
+
+        Records are stored a batch at a time, as each becomes final; after each batch
+        ``checkpoint`` gets what a retry needs (issue 23): the stored positions and the
+        candidates waiting for stage 5. ``saved`` is an earlier attempt's checkpoint: its
+        stored records are kept, not generated, judged or stored again."""
         started = time.monotonic()
+        resume, earlier_s = _resume_of(saved)
         documents = corpus.documents_of(request, self._wikipedia_dir)
         pipeline = Pipeline(self._rubrics, self._embed, self._judge.generate, self._settings)
-        records = await pipeline.run(documents, request, progress)
-        await progress(len(records), len(records), "storing")
-        rubric_refs = await self._keep(records, job_id)
-        seconds = time.monotonic() - started
-        return _result(records, job_id, rubric_refs, seconds, self._judge)
+
+        async def settle(final: list[Record], survivors: list[Record]) -> None:
+            await self._keep(final, job_id)
+            if checkpoint is not None:
+                settled = resume.settled | {r.position for r in final}
+                seconds = earlier_s + time.monotonic() - started
+                await checkpoint(_checkpoint(settled, survivors, seconds))
+
+        await pipeline.run(documents, request, progress, resume, settle)
+        await progress(len(documents), len(documents), "storing")
+        stored = await self._instances.of_job(job_id)
+        seconds = earlier_s + time.monotonic() - started
+        return _result(stored, job_id, seconds, self._judge)
 
     async def page(
         self,
@@ -111,15 +141,58 @@ class SynthesisService:
             raise NotFound(f"no synthesis job {job_id!r} with stored instances", param="job_id")
         return await self._instances.kept(job_id)
 
-    async def _keep(self, records: Sequence[Record], job_id: str) -> dict[int, tuple[str, int]]:
-        kept = [r for r in records if r.alive]
-        bodies = [_rubric_body(r, job_id) for r in kept]
-        created = await self._rubrics.create_many(bodies)
-        refs = {r.position: (out.id, out.version) for r, out in zip(kept, created, strict=True)}
-        await self._instances.add_many(
-            [_instance(r, job_id, refs.get(r.position)) for r in records]
-        )
+    async def _keep(self, records: Sequence[Record], job_id: str) -> None:
+        """Store final records, skipping the positions a killed attempt stored already."""
+        stored = await self._instances.positions(job_id)
+        fresh = [r for r in records if r.position not in stored]
+        refs = await self._rubrics_of([r for r in fresh if r.alive], job_id)
+        await self._instances.add_many([_instance(r, job_id, refs.get(r.position)) for r in fresh])
+
+    async def _rubrics_of(self, kept: Sequence[Record], job_id: str) -> dict[int, tuple[str, int]]:
+        """The kept records' rubrics: created with ids derived from the job and position,
+        so an attempt killed between storing a rubric and its instance left one that the
+        retry finds and uses instead of making another."""
+        refs: dict[int, tuple[str, int]] = {}
+        missing: list[tuple[Record, str]] = []
+        for record in kept:
+            rubric_id = synthesized_rubric_id(job_id, record.position)
+            found = await self._rubrics.find(rubric_id)
+            if found is None:
+                missing.append((record, rubric_id))
+            else:
+                refs[record.position] = (found.id, found.version)
+        bodies = [_rubric_body(r, job_id) for r, _ in missing]
+        created = await self._rubrics.create_many(bodies, ids=[i for _, i in missing])
+        for (record, _), out in zip(missing, created, strict=True):
+            refs[record.position] = (out.id, out.version)
         return refs
+
+
+#: ``checkpoint(value)``: keep ``value`` (JSON) for a retry of the job.
+Checkpoint = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def synthesized_rubric_id(job_id: str, position: int) -> str:
+    """The id of the rubric a job makes from its document at ``position`` (the shape of
+    :func:`services.rubrics.repository.new_rubric_id`)."""
+    return "rb_" + hashlib.sha256(f"{job_id}:{position}".encode()).hexdigest()[:20]
+
+
+def _checkpoint(settled: set[int], survivors: list[Record], seconds: float) -> dict[str, Any]:
+    return {
+        "settled": sorted(settled),
+        "survivors": {str(r.position): survivor_json(r) for r in survivors},
+        "seconds": round(seconds, 2),
+    }
+
+
+def _resume_of(saved: Any) -> tuple[Resume, float]:
+    """An earlier attempt's checkpoint as a :class:`Resume` and its seconds (none: afresh)."""
+    if not isinstance(saved, dict):
+        return Resume(), 0.0
+    survivors = {int(k): v for k, v in (saved.get("survivors") or {}).items()}
+    settled = {int(p) for p in saved.get("settled") or []}
+    return Resume(settled, survivors), float(saved.get("seconds") or 0.0)
 
 
 def source_of(job_id: str) -> str:
@@ -173,12 +246,10 @@ def _instance(record: Record, job_id: str, ref: tuple[str, int] | None) -> NewIn
 
 
 def _result(
-    records: Sequence[Record],
-    job_id: str,
-    refs: dict[int, tuple[str, int]],
-    seconds: float,
-    judge: CachedJudge,
+    stored: Sequence[InstanceOut], job_id: str, seconds: float, judge: CachedJudge
 ) -> SynthesisResult:
+    """The job's figures, from its stored instances (the ones of every attempt)."""
+    records = [_record_of(row, position) for position, row in enumerate(stored)]
     kept = [r for r in records if r.alive]
     criteria = [len(r.candidate.criteria) for r in kept if r.candidate]
     pitfalls = sum(c.kind == "pitfall" for r in kept if r.candidate for c in r.candidate.criteria)
@@ -195,5 +266,21 @@ def _result(
         seconds=round(seconds, 2),
         documents_per_minute=round(60 * len(records) / seconds, 2) if seconds > 0 else None,
         generator={"backend": info.name, "model": info.model_id},
-        rubric_ids=[f"{refs[r.position][0]}@{refs[r.position][1]}" for r in kept],
+        rubric_ids=[
+            f"{row.rubric_id}@{row.rubric_version}" for row in stored if row.status == "kept"
+        ],
+    )
+
+
+def _record_of(row: InstanceOut, position: int) -> Record:
+    document = row.candidate["document"]
+    generated = row.candidate.get("generated")
+    return Record(
+        Document(id=document["id"], text=document["text"], title=document.get("title")),
+        position,
+        stage=row.stage,
+        reason=row.reason,
+        domain=row.domain,
+        persona=row.persona,
+        candidate=Candidate.from_dict(generated) if generated else None,
     )
