@@ -30,5 +30,7 @@ for pkg in tests scripts; do
     rm -rf "${SITE:?}/$pkg"
   fi
 done
+# Tests run under this venv start the project's server as `<venv>/bin/plaudit`.
+ln -sf "$(cd "$(dirname "$PYTHON")" && pwd)/plaudit" "$VENV/bin/plaudit"
 "$VENV/bin/python" -c 'import ray, verl.experimental.reward_loop.reward_loop' \
   || { echo "verl's reward loop does not import in $VENV" >&2; exit 1; }

@@ -36,7 +36,7 @@ VERL_PYTHON = Path(
 )
 SPEC = {"channels": {"judge_scale": {"k": 5}}}
 QUESTION = "What is the capital of France?"
-ROWS = [
+ROWS: list[dict[str, Any]] = [
     {"response": "The capital of France is Paris.", "extra_info": {"question": QUESTION}},
     {"response": "I do not know.", "extra_info": {"question": QUESTION}},
     {"response": "Paris.", "extra_info": {"question": QUESTION}},

@@ -20,7 +20,6 @@ def _batch(tokenizer: Any, rows: list[dict[str, Any]], prompt_len: int, response
     right-padded responses, one attention mask over both."""
     import numpy as np
     import torch
-
     from verl import DataProto
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -76,7 +75,6 @@ def main() -> None:
     job = json.load(sys.stdin)
     import ray
     from transformers import AutoTokenizer
-
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager
 
     # The environment reaches the reward workers as docs/trainers.md says: Ray's runtime env.
@@ -101,7 +99,10 @@ def main() -> None:
                 {
                     "scores": [float(scores[i, int(n) - 1]) for i, n in enumerate(lengths)],
                     "extra": {
-                        key: [float(v) if not isinstance(v, str) else v for v in out.non_tensor_batch[key]]
+                        key: [
+                            float(v) if not isinstance(v, str) else v
+                            for v in out.non_tensor_batch[key]
+                        ]
                         for key in out.meta_info["reward_extra_keys"]
                     },
                 }
