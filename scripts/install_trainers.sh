@@ -12,3 +12,5 @@ PYTHON="${1:-.venv/bin/python}"
 # sys.path: remove it (it is OpenRLHF's test suite, not part of its library).
 SITE=$("$PYTHON" -m pip show openrlhf | sed -n "s/^Location: //p")
 if [ -d "$SITE/tests" ] && grep -rqs "openrlhf" "$SITE/tests" 2>/dev/null; then rm -rf "$SITE/tests"; fi
+# verl and Ray, in a virtualenv of their own (their pins would replace ours): see the script.
+bash "$(dirname "$0")/install_verl.sh" "$PYTHON"

@@ -18,7 +18,10 @@ verl passes no prompt to a reward function, so the prompt is read from ``extra_i
 first of ``prompt``, ``question``, ``problem``, ``query``, ``raw_prompt``, ``input`` and
 ``interaction_kwargs.query``), where verl's gsm8k and geo3k preprocessors put it. Others
 (math_dataset, hellaswag, full_hh_rlhf) keep no prompt there: add it to ``extra_info`` in your
-preprocessing; a row without one raises ``ValueError`` naming the keys looked for.
+preprocessing. A row without one is *marked* like a failure (below), with a warning naming the
+keys looked for, because verl's reward-loop managers turn an exception into a dict without
+``score`` (``rate_limited``: ``KeyError: 'score'`` when the batch is assembled; ``remote``: the
+step fails); ``PLAUDIT_VERL_ON_FAILURE=raise`` raises ``ValueError`` instead.
 
 * :func:`compute_score` (per sample; verl's ``naive`` manager and the reward loop) and
   :func:`compute_score_async` (the reward loop awaits it) score each completion as a group of
@@ -36,13 +39,14 @@ request that failed after the client's retries, is *marked*: ``plaudit_failed: 1
 :func:`compute_score_batch`, which gives it a zero advantage under GRPO's group normalization;
 the middle of the spec's range for a lone sample), never a silent 0. ``PLAUDIT_VERL_ON_FAILURE=
 raise`` raises instead (:class:`~trainer_client.RewardUnavailable`, or the client's error), for
-verl's ``naive`` manager, which then stops the step. Configuration errors (no prompt, a group
-spec in a per-sample function, a rejected spec) always raise.
+verl's ``naive`` manager, which then stops the step. Configuration errors that concern every
+row (a group spec in a per-sample function, a rejected spec) always raise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -75,6 +79,12 @@ FAILED_KEY = "plaudit_failed"
 
 _ADAPTER = "verl"  # its scorer: env_scorer(_ADAPTER), one per process
 
+logger = logging.getLogger(__name__)
+
+
+class MissingPrompt(ValueError):
+    """A row whose ``extra_info`` holds no prompt under the keys looked for."""
+
 
 def configure(scorer: GroupScorer, *, run_id: str | None = None) -> None:
     """Use ``scorer`` instead of the environment (tests, or a launcher that builds it)."""
@@ -101,10 +111,10 @@ def compute_score(
         # {'score': 8.1, 'judge_scale': 8.1}
     """
     scorer, run_id = env_scorer(_ADAPTER).get()
-    group = _single(scorer, solution_str, extra_info)
     try:
+        group = _single(scorer, solution_str, extra_info)
         return _only(scorer, group, scorer.score([group], run_id=run_id))
-    except (RewardUnavailable, *TRANSIENT_ERRORS) as exc:
+    except (MissingPrompt, RewardUnavailable, *TRANSIENT_ERRORS) as exc:
         return _marked(scorer, exc)
 
 
@@ -117,10 +127,10 @@ async def compute_score_async(
 ) -> dict[str, float]:
     """:func:`compute_score` on the async client, for verl's reward loop."""
     scorer, run_id = env_scorer(_ADAPTER).get()
-    group = _single(scorer, solution_str, extra_info)
     try:
+        group = _single(scorer, solution_str, extra_info)
         return _only(scorer, group, await scorer.ascore([group], run_id=run_id))
-    except (RewardUnavailable, *TRANSIENT_ERRORS) as exc:
+    except (MissingPrompt, RewardUnavailable, *TRANSIENT_ERRORS) as exc:
         return _marked(scorer, exc)
 
 
@@ -141,7 +151,11 @@ def compute_score_batch(
     scorer, run_id = env_scorer(_ADAPTER).get()
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     prompts = [_prompt(info) for info in infos]
-    groups = group_by_prompt(prompts, list(solution_strs))
+    known = [index for index, prompt in enumerate(prompts) if prompt is not None]
+    groups = [
+        dataclasses.replace(g, indices=tuple(known[i] for i in g.indices))
+        for g in group_by_prompt([prompts[i] for i in known], [solution_strs[i] for i in known])
+    ]
     singles = [g for g in groups if len(g) < 2]
     needs_group = scorer.group_channels() if singles else []
     if needs_group:
@@ -149,8 +163,13 @@ def compute_score_batch(
             f"prompt {singles[0].prompt!r} has one completion in this batch, but the spec's "
             f"{', '.join(needs_group)} channel compares a group's completions"
         )
-    outcomes = scorer.score(groups, run_id=run_id, return_exceptions=not _raises())
     out: list[dict[str, float]] = [{} for _ in solution_strs]
+    for index, prompt in enumerate(prompts):
+        if prompt is None:
+            out[index] = _marked(scorer, MissingPrompt(_no_prompt_message()))
+    outcomes = (
+        scorer.score(groups, run_id=run_id, return_exceptions=not _raises()) if groups else []
+    )
     for group, outcome in zip(groups, outcomes, strict=True):
         if isinstance(outcome, PlauditError):
             for index in group.indices:
@@ -175,17 +194,29 @@ def _single(scorer: GroupScorer, text: str, extra_info: Mapping[str, Any] | None
             f"{', '.join(needs_group)} channel compares a group's completions: use "
             "compute_score_batch (reward_model.reward_manager=batch) or a pointwise spec"
         )
-    return group_by_prompt([_prompt(extra_info)], [text])[0]
+    prompt = _prompt(extra_info)
+    if prompt is None:
+        raise MissingPrompt(_no_prompt_message())
+    return group_by_prompt([prompt], [text])[0]
+
+
+def _prompt_keys() -> Sequence[str]:
+    return [os.environ[ENV_PROMPT_KEY]] if os.environ.get(ENV_PROMPT_KEY) else DEFAULT_PROMPT_KEYS
 
 
 def _prompt(extra_info: Mapping[str, Any] | None) -> Any:
-    keys = [os.environ[ENV_PROMPT_KEY]] if os.environ.get(ENV_PROMPT_KEY) else DEFAULT_PROMPT_KEYS
+    """The row's prompt in wire form, or None when ``extra_info`` holds none."""
     if isinstance(extra_info, Mapping):
-        for key in keys:
+        for key in _prompt_keys():
             value = _lookup(extra_info, key)
             if value:
                 return prompt_wire(value)
-    raise ValueError(
+    return None
+
+
+def _no_prompt_message() -> str:
+    keys = _prompt_keys()
+    return (
         f"verl passes no prompt to compute_score; put it in extra_info[{keys[0]!r}] "
         f"(looked for {', '.join(keys)}; set {ENV_PROMPT_KEY} to name another key)"
     )
@@ -246,10 +277,12 @@ def _sample(
     return out
 
 
-def _marked(scorer: GroupScorer, failure: PlauditError) -> dict[str, float]:
+def _marked(scorer: GroupScorer, failure: PlauditError | MissingPrompt) -> dict[str, float]:
     """The dict of a sample that has no reward: neutral values, flagged; or raises."""
     if _raises():
         raise failure
+    if isinstance(failure, MissingPrompt):
+        logger.warning("%s; the row is marked %s=1.0", failure, FAILED_KEY)
     fills = _midpoints(scorer)
     weights = {
         name: float(options.get("weight", 1.0))

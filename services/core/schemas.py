@@ -120,8 +120,12 @@ class RunTag(StrictModel):
 #: The one per-item status vocabulary of every service. ``ok``: a value; ``invalid``: the
 #: caller's item cannot be scored (too long for the model, bad text); ``unparseable``: the
 #: model's reply had no usable answer; ``invalid_output``: structured output that does not
-#: validate; ``error``/``timeout``: the backend failed. Only ``ok`` items carry a value.
-ItemStatus = Literal["ok", "invalid", "unparseable", "invalid_output", "error", "timeout"]
+#: validate; ``error``/``timeout``: the backend failed; ``empty``: the completion has no text
+#: (an EOS-only response), which no judge is asked about: it carries the channel's floor
+#: value (issue 22: the 135M judge gave empty answers some of a group's highest grades).
+#: Only ``ok`` and ``empty`` items carry a value (:data:`VALUED_STATUSES`).
+ItemStatus = Literal["ok", "invalid", "unparseable", "invalid_output", "error", "timeout", "empty"]
+VALUED_STATUSES: tuple[str, ...] = ("ok", "empty")
 
 
 class Message(StrictModel):

@@ -134,23 +134,28 @@ class JudgeService:
             )
         question = prompt_text(request.prompt)
         code = self.fence_code(template, question)
+        judged = [i for i, c in enumerate(request.completions) if c.text.strip()]
         requests = [
             _render(
                 template,
                 code,
                 question=question,
-                response=c.text,
+                response=request.completions[i].text,
                 k=request.k,
                 criteria=request.criteria,
             ).choice_request()
-            for c in request.completions
+            for i in judged
         ]
-        outcomes = await self._judge.score_choices(requests, use_cache=request.cache)
-        results = [
-            _scale_result(cid, out.probs if out.ok else None, out.status, out.error)
-            for cid, out in zip(completion_ids(request.completions), outcomes, strict=True)
-        ]
-        _unavailable_if_nothing_judged([r.status for r in results], results[0].error)
+        outcomes = (
+            await self._judge.score_choices(requests, use_cache=request.cache) if requests else []
+        )
+        ids = completion_ids(request.completions)
+        results = [_empty_result(cid, request.k) for cid in ids]
+        for i, out in zip(judged, outcomes, strict=True):
+            results[i] = _scale_result(ids[i], out.probs if out.ok else None, out.status, out.error)
+        if judged:
+            statuses = [results[i].status for i in judged]
+            _unavailable_if_nothing_judged(statuses, results[judged[0]].error)
         sources = ["parsed" if o.coverage is None else "logprob" for o in outcomes if o.ok]
         source = _summary(sources)
         info = self._judge.backend.info
@@ -493,6 +498,21 @@ def _inconsistency(judged: list[order_logic.PairJudgment]) -> float | None:
 def _first_slot_rate(judged: list[order_logic.PairJudgment]) -> float | None:
     verdicts = [o.verdict for p in judged for o in p.orders if o.status == "ok" and o.verdict]
     return sum(1 for v in verdicts if v == "first") / len(verdicts) if verdicts else None
+
+
+def _empty_result(cid: str, k: int) -> ScaleResult:
+    """An empty completion (no text, e.g. an EOS-only response) is not sent to the judge: it
+    gets the lowest grade with certainty, flagged ``empty`` (issue 22: a small judge graded
+    empty answers among the highest of their group)."""
+    floor = [1.0] + [0.0] * (k - 1)
+    return ScaleResult(
+        id=cid,
+        distribution=floor,
+        expected=1.0,
+        mode=1,
+        status="empty",
+        error="empty completion: graded 1 without asking the judge",
+    )
 
 
 def _scale_result(

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from services.core.channels import ChannelSpec
+from services.core.schemas import VALUED_STATUSES
 from services.rewards.schemas import CompletionReward
 from services.rewards.spec import ResolvedSpec
 from trainer_client._wire import strip_end_markers, unit_interval
@@ -214,7 +215,7 @@ def lone_samples(
         for name, channel in r.channels.items():
             values[name] = (
                 channel.value
-                if channel.status == "ok" and channel.value is not None
+                if channel.status in VALUED_STATUSES and channel.value is not None
                 else midpoint(spec.channels[name])
             )
         total = _total(spec, values) if ok else None
@@ -259,7 +260,7 @@ def _ok_values(results: Sequence[CompletionReward], name: str) -> list[float]:
     out = []
     for r in results:
         channel = r.channels[name]
-        if channel.status == "ok" and channel.value is not None:
+        if channel.status in VALUED_STATUSES and channel.value is not None:
             out.append(channel.value)
     return out
 
@@ -268,7 +269,11 @@ def _values(result: CompletionReward, fills: Mapping[str, float]) -> dict[str, f
     out = {}
     for name, fill in fills.items():
         channel = result.channels[name]
-        out[name] = channel.value if channel.status == "ok" and channel.value is not None else fill
+        out[name] = (
+            channel.value
+            if channel.status in VALUED_STATUSES and channel.value is not None
+            else fill
+        )
     return out
 
 

@@ -1,8 +1,10 @@
 """Channel values -> weighted totals, advantages and group statistics (pure, no I/O).
 
-The rule that matters: a completion whose channel failed (value None or a non-ok status) has
-``total = None`` and that channel's status; it gets no advantage and is left out of every
-group statistic. A failure is never a silent 0 (ARCHITECTURE.md, API conventions).
+The rule that matters: a completion whose channel failed (value None or a status without a
+value) has ``total = None`` and that channel's status; it gets no advantage and is left out of
+every group statistic. A failure is never a silent 0 (ARCHITECTURE.md, API conventions). An
+``empty`` completion is not a failure: it has the channel's floor value and a total, and keeps
+the status ``empty`` as its flag.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from services.core.channels import ChannelOutcome
+from services.core.schemas import VALUED_STATUSES
 from services.judge.channels import JudgeScaleSpec
 from services.ordinal import estimators
 from services.rewards.schemas import (
@@ -52,7 +55,8 @@ def completion_rewards(
     rewards = []
     for i, cid in enumerate(ids):
         channels = {name: channel_result(outcomes[name], i) for name in sorted(outcomes)}
-        failed = [c.status for c in channels.values() if c.status != "ok"]
+        failed = [c.status for c in channels.values() if c.status not in VALUED_STATUSES]
+        flagged = [c.status for c in channels.values() if c.status != "ok"]
         total = None
         if not failed:
             total = float(
@@ -62,7 +66,7 @@ def completion_rewards(
             CompletionReward(
                 id=cid,
                 total=total,
-                status=failed[0] if failed else "ok",
+                status=(failed or flagged or ["ok"])[0],
                 channels=channels,
             )
         )
@@ -105,7 +109,7 @@ def group_stats(rewards: Sequence[CompletionReward]) -> RewardStats:
     per_channel = {
         name: ChannelStats(
             **_mean_std([r.channels[name].value for r in scored]),
-            failed=sum(1 for r in rewards if r.channels[name].status != "ok"),
+            failed=sum(1 for r in rewards if r.channels[name].status not in VALUED_STATUSES),
         )
         for name in names
     }

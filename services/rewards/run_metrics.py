@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from services.core.schemas import VALUED_STATUSES
 from services.rewards.schemas import RewardsGroupResponse
 
 PAIRWISE = "judge_pairwise"
@@ -129,7 +130,7 @@ class RunMetrics:
                 run.length.add(float(len(text)), result.total)
             for name, channel in result.channels.items():
                 moments = run.channels.setdefault(name, Moments())
-                if channel.status == "ok" and channel.value is not None:
+                if channel.status in VALUED_STATUSES and channel.value is not None:
                     moments.add(channel.value)
                 else:
                     self.failures.labels(run_id, name).inc()

@@ -307,16 +307,22 @@ def test_verl_compute_score_loaded_by_path(
     with pytest.raises(RewardUnavailable) as caught:
         verl.compute_score_batch(["gsm8k"] * 2, ["4", TOO_LONG], ["4"] * 2, [info] * 2)
     assert caught.value.status == "invalid" and caught.value.index == 1
-    monkeypatch.delenv("PLAUDIT_VERL_ON_FAILURE")
     with pytest.raises(ValueError, match="verl passes no prompt"):
         verl.compute_score("gsm8k", "4", "4", {"split": "train"})
+    monkeypatch.delenv("PLAUDIT_VERL_ON_FAILURE")
+    # A row without a prompt is marked, since verl's reward loop cannot assemble a dict
+    # without "score" (issue 22; tests/client/test_verl_ray.py drives verl itself).
+    no_prompt = verl.compute_score("gsm8k", "4", "4", {"split": "train"})
+    assert no_prompt == {"score": 3.0, "judge_scale": 3.0, "plaudit_failed": 1.0}
+    mixed = verl.compute_score_batch(["gsm8k"] * 3, ["4", "5", "4"], None, [info, info, {}])
+    assert [r["plaudit_failed"] for r in mixed] == [0.0, 0.0, 1.0] and mixed[2]["score"] == 3.0
     nested = {"interaction_kwargs": {"query": "2+2?"}}  # verl's multi-turn gsm8k rows
     assert verl.compute_score("gsm8k", "4", "4", nested)["plaudit_failed"] == 0.0
     monkeypatch.setenv("PLAUDIT_PROMPT_KEY", "task.text")
     assert verl.compute_score("gsm8k", "4", "4", {"task": {"text": "2+2?"}})["score"] >= 1.0
     with PlauditClient(live_all_server.url, api_key=live_all_server.reward_key) as client:
         stored = client.reward_runs(run_id)["items"]
-    assert len(stored) == 5  # every request that reached the server, the failed ones too
+    assert len(stored) == 6  # every request that reached the server, the failed ones too
     # A group of one whose only completion fails: the judge service answers 503 (nothing could
     # be judged). Under verl's reward loop a raise would leave the dict without "score", so
     # it is marked (the middle of judge_scale's 1..5) unless raising is asked for.

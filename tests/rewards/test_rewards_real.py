@@ -44,3 +44,29 @@ async def test_diversity_and_judge_scale_on_the_real_models(client: httpx.AsyncC
     assert data["stats"]["ok"] == 4 and data["stats"]["std"] > 0
     stored = (await client.get("/v1/runs/real-run/groups")).json()["items"]
     assert [g["result"]["spec_hash"] for g in stored] == [data["spec_hash"]]
+
+
+async def test_an_empty_completion_gets_the_floor_flagged_not_a_judged_grade(
+    client: httpx.AsyncClient,
+) -> None:
+    """An EOS-only response decodes to no text; the 135M judge graded such answers among the
+    highest of their group (issue 22). It is not sent to the judge: grade 1, status ``empty``,
+    with a total (it is a bad answer, not an unscored one)."""
+    body = {
+        "prompt": "What is the capital of France?",
+        "completions": ["", "The capital of France is Paris.", " \n", "Paris."],
+        "spec": {"channels": {"judge_scale": {"k": 5}}, "advantage": "grpo"},
+    }
+    response = await client.post("/v1/rewards/group", json=body)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    empty, judged = [results[0], results[2]], [results[1], results[3]]
+    for result in empty:
+        scale = result["channels"]["judge_scale"]
+        assert (result["status"], scale["status"]) == ("empty", "empty")
+        assert scale["value"] == result["total"] == 1.0
+        assert scale["detail"] == {"mode": 1, "distribution": [1.0, 0.0, 0.0, 0.0, 0.0]}
+        assert result["advantage"] < 0
+    for result in judged:
+        assert result["status"] == "ok" and result["total"] > 1.0
+    assert max(r["advantage"] for r in empty) < min(r["advantage"] for r in judged)

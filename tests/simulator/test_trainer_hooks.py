@@ -155,9 +155,10 @@ class _ServerManager:
         return _TokenOutput(token_ids=ids, log_probs=logprobs)
 
 
-async def test_the_verl_agent_loop_runs_as_verl_runs_it(
-    policy: Any, env: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _stand_in_loop(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, Any], **collaborators: Any
+) -> Any:
+    """The loop looked up in the stand-in's registry and built as verl builds it."""
     for name, module in _verl_stand_in().items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.delitem(sys.modules, "trainer_client.verl_agent", raising=False)
@@ -167,22 +168,57 @@ async def test_the_verl_agent_loop_runs_as_verl_runs_it(
     module_name, _, class_name = target.rpartition(".")
     loop_class = getattr(importlib.import_module(module_name), class_name)
     assert loop_class is agent_module.SimulatedUserAgentLoop
-
-    config = types.SimpleNamespace(
-        actor_rollout_ref=types.SimpleNamespace(
-            rollout=types.SimpleNamespace(response_length=256, prompt_length=12)
-        )
+    rollout = types.SimpleNamespace(**config["actor_rollout_ref"]["rollout"])
+    return loop_class(
+        trainer_config=types.SimpleNamespace(
+            config=types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(rollout=rollout))
+        ),
+        data_config=types.SimpleNamespace(config=config["data"]),
+        **collaborators,
     )
-    data = {"apply_chat_template_kwargs": {"enable_thinking": False}}  # Qwen3's switch
+
+
+def _real_verl_loop(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, Any], **collaborators: Any
+) -> Any:
+    """The loop as verl 0.9.1's AgentLoopWorker builds it: looked up in verl's own registry and
+    made by ``hydra.utils.instantiate`` with verl's own wrappers (run under the verl
+    virtualenv, scripts/install_verl.sh; skipped elsewhere)."""
+    agent_loop = pytest.importorskip(
+        "verl.experimental.agent_loop.agent_loop", reason="verl is not installed here"
+    )
+    import hydra
+    from omegaconf import OmegaConf
+
+    monkeypatch.delitem(sys.modules, "trainer_client.verl_agent", raising=False)
+    importlib.import_module("trainer_client.verl_agent")  # registers the loop with verl
+    whole = OmegaConf.create(config)
+    return hydra.utils.instantiate(
+        config=agent_loop._agent_loop_registry["plaudit_simulated_user"],
+        trainer_config=agent_loop.DictConfigWrap(config=whole),
+        hf_model_type="llama",
+        dataset_cls=None,
+        data_config=agent_loop.DictConfigWrap(whole.data),
+        tools=agent_loop.ToolListWrap([]),
+        **collaborators,
+    )
+
+
+@pytest.mark.parametrize("verl", ["stand_in", "real"])
+async def test_the_verl_agent_loop_runs_as_verl_runs_it(
+    policy: Any, env: str, monkeypatch: pytest.MonkeyPatch, verl: str
+) -> None:
+    config = {
+        "actor_rollout_ref": {"rollout": {"response_length": 256, "prompt_length": 12}},
+        "data": {"apply_chat_template_kwargs": {"enable_thinking": False}},  # Qwen3's switch
+    }
     manager = _ServerManager(policy)
     tokenizer = _RecordingTokenizer(policy.processing_class)
-    loop = loop_class(
-        trainer_config=types.SimpleNamespace(config=config),
-        server_manager=manager,
-        tokenizer=tokenizer,
-        processor=None,
-        data_config=types.SimpleNamespace(config=data),
-    )
+    collaborators = {"server_manager": manager, "tokenizer": tokenizer, "processor": None}
+    if verl == "real":
+        loop = _real_verl_loop(monkeypatch, config, **collaborators)
+    else:
+        loop = _stand_in_loop(monkeypatch, config, **collaborators)
     output = await loop.run(
         {"temperature": 1.0, "top_p": 1.0, "logprobs": True},
         raw_prompt=PROMPT,
@@ -205,7 +241,8 @@ async def test_the_verl_agent_loop_runs_as_verl_runs_it(
     ), "data.apply_chat_template_kwargs reach the chat template"
     rated = [(s - 1) / 4 for s in fields["satisfaction"] if s is not None]
     assert fields["turn_scores"] == pytest.approx(rated) and fields["tool_rewards"] == []
-    assert output.metrics["generate_sequences"] > 0 and output.metrics["tool_calls"] > 0
+    metrics = output.metrics if isinstance(output.metrics, dict) else output.metrics.model_dump()
+    assert metrics["generate_sequences"] > 0 and metrics["tool_calls"] > 0
     _check_trajectory(
         policy.processing_class, output.response_ids, output.response_mask, output.response_logprobs
     )
