@@ -229,8 +229,10 @@ def run_phases(env: dict[str, str], args: argparse.Namespace) -> tuple[list[Any]
     return phases, modes
 
 
-def paired_ratios(phases: list[dict[str, Any]], mode: str) -> list[float]:
-    """Each ``mode`` phase's throughput over the mean of the *off* phases beside it.
+def paired_ratios(
+    phases: list[dict[str, Any]], mode: str, reference: str = "off"
+) -> list[float]:
+    """Each ``mode`` phase's throughput over the mean of the ``reference`` phases beside it.
 
     On a shared machine the load drifts by more than the effect (two *off* phases a few minutes
     apart differed by 7 to 18%), so a pooled ratio mixes the drift in; a phase compared with
@@ -244,16 +246,16 @@ def paired_ratios(phases: list[dict[str, Any]], mode: str) -> list[float]:
     for index, current in enumerate(phases):
         if current["mode"] != mode:
             continue
-        before = _nearest_off(reversed(phases[:index]))
-        after = _nearest_off(phases[index + 1 :])
+        before = _nearest(reversed(phases[:index]), reference)
+        after = _nearest(phases[index + 1 :], reference)
         neighbours = [p["groups_per_s"] for p in (before, after) if p is not None]
         if neighbours and statistics.fmean(neighbours) > 0:
             out.append(round(current["groups_per_s"] / statistics.fmean(neighbours), 4))
     return out
 
 
-def _nearest_off(phases: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((p for p in phases if p["mode"] == "off"), None)
+def _nearest(phases: Iterable[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+    return next((p for p in phases if p["mode"] == mode), None)
 
 
 def spread(ratios: list[float]) -> dict[str, Any]:
@@ -292,6 +294,9 @@ def summary(phases: list[Any], modes: list[str], args: argparse.Namespace) -> di
         "overhead_pct": {k: round(100 * (1 - v / rate["off"]), 1) for k, v in rate.items()},
         "paired": {k: spread(paired_ratios(phases, k)) for k in rate if k != "off"},
     }
+    if "memory" in rate and "on" in rate:
+        # Revision alone: adaptive scoring with the memory is in both (issue 24).
+        report["paired"]["on_vs_memory"] = spread(paired_ratios(phases, "on", "memory"))
     return report
 
 

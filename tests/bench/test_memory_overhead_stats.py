@@ -41,3 +41,8 @@ def test_spread_reports_the_median_quartiles_range_and_overhead() -> None:
     }
     assert spread([0.97])["q1"] == spread([0.97])["q3"] == 0.97
     assert spread([]) == {"n": 0}
+
+
+def test_another_mode_can_be_the_reference() -> None:
+    phases = _phases(("memory", 2.0), ("on", 1.805), ("off", 5.0), ("memory", 1.8), ("on", 1.71))
+    assert paired_ratios(phases, "on", "memory") == pytest.approx([0.95, 0.95])
