@@ -229,9 +229,7 @@ def run_phases(env: dict[str, str], args: argparse.Namespace) -> tuple[list[Any]
     return phases, modes
 
 
-def paired_ratios(
-    phases: list[dict[str, Any]], mode: str, reference: str = "off"
-) -> list[float]:
+def paired_ratios(phases: list[dict[str, Any]], mode: str, reference: str = "off") -> list[float]:
     """Each ``mode`` phase's throughput over the mean of the ``reference`` phases beside it.
 
     On a shared machine the load drifts by more than the effect (two *off* phases a few minutes
@@ -285,19 +283,19 @@ def summary(phases: list[Any], modes: list[str], args: argparse.Namespace) -> di
     for name in dict.fromkeys(modes):
         ps = [p for p in phases if p["mode"] == name]
         rate[name] = sum(p["groups"] for p in ps) / sum(p["seconds"] for p in ps)
-    report = {
+    paired = {k: spread(paired_ratios(phases, k)) for k in rate if k != "off"}
+    if "memory" in rate and "on" in rate:
+        # Revision alone: adaptive scoring with the memory is in both (issue 24).
+        paired["on_vs_memory"] = spread(paired_ratios(phases, "on", "memory"))
+    return {
         "machine": machine(),
         "args": vars(args),
         "phases": phases,
         "groups_per_s": {k: round(v, 3) for k, v in rate.items()},
         "ratio_to_off": {k: round(v / rate["off"], 3) for k, v in rate.items()},
         "overhead_pct": {k: round(100 * (1 - v / rate["off"]), 1) for k, v in rate.items()},
-        "paired": {k: spread(paired_ratios(phases, k)) for k in rate if k != "off"},
+        "paired": paired,
     }
-    if "memory" in rate and "on" in rate:
-        # Revision alone: adaptive scoring with the memory is in both (issue 24).
-        report["paired"]["on_vs_memory"] = spread(paired_ratios(phases, "on", "memory"))
-    return report
 
 
 if __name__ == "__main__":
