@@ -46,3 +46,17 @@ def test_spread_reports_the_median_quartiles_range_and_overhead() -> None:
 def test_another_mode_can_be_the_reference() -> None:
     phases = _phases(("memory", 2.0), ("on", 1.805), ("off", 5.0), ("memory", 1.8), ("on", 1.71))
     assert paired_ratios(phases, "on", "memory") == pytest.approx([0.95, 0.95])
+
+
+def test_the_summary_isolates_revision_from_adaptive_scoring() -> None:
+    import argparse
+
+    from bench.bench_memory_overhead import summary
+
+    rows = [("off", 1.0), ("memory", 1.1), ("on", 1.045), ("off", 1.0), ("memory", 1.1)]
+    phases = [
+        {"mode": m, "groups_per_s": r, "groups": int(r * 100), "seconds": 100.0} for m, r in rows
+    ]
+    report = summary(phases, [m for m, _ in rows], argparse.Namespace())
+    assert report["paired"]["on_vs_memory"]["median"] == 0.95
+    assert report["paired"]["on"]["median"] == 1.045
