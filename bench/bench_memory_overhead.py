@@ -36,6 +36,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -160,9 +161,13 @@ async def settle(client: httpx.AsyncClient, runs: list[str]) -> dict[str, Any]:
     states: dict[str, int] = {}
     for i in items:
         states[i["state"]] = states.get(i["state"], 0) + 1
+    guard = [i.get("detail", {}).get("flips", {}) for i in items]
     return {
         "revisions": len(items),
         "revision_states": states,
+        # The guard's re-scoring, timed inside each revision (services/memory/oscillation.py)
+        "guard_seconds": round(sum(g.get("seconds", 0.0) for g in guard), 2),
+        "guard_rescored": sum(2 * g.get("compared", 0) for g in guard),
         "revision_latency_s": {
             "median": round(statistics.median(latencies), 1) if latencies else None,
             "max": round(max(latencies), 1) if latencies else None,
@@ -224,20 +229,73 @@ def run_phases(env: dict[str, str], args: argparse.Namespace) -> tuple[list[Any]
     return phases, modes
 
 
+def paired_ratios(phases: list[dict[str, Any]], mode: str, reference: str = "off") -> list[float]:
+    """Each ``mode`` phase's throughput over the mean of the ``reference`` phases beside it.
+
+    On a shared machine the load drifts by more than the effect (two *off* phases a few minutes
+    apart differed by 7 to 18%), so a pooled ratio mixes the drift in; a phase compared with
+    its neighbours sees the same load, and the spread of these ratios shows what is left.
+
+    >>> paired_ratios([{"mode": "off", "groups_per_s": 1.0}, {"mode": "on", "groups_per_s": 0.9},
+    ...                {"mode": "off", "groups_per_s": 0.8}], "on")
+    [1.0]
+    """
+    out = []
+    for index, current in enumerate(phases):
+        if current["mode"] != mode:
+            continue
+        before = _nearest(reversed(phases[:index]), reference)
+        after = _nearest(phases[index + 1 :], reference)
+        neighbours = [p["groups_per_s"] for p in (before, after) if p is not None]
+        if neighbours and statistics.fmean(neighbours) > 0:
+            out.append(round(current["groups_per_s"] / statistics.fmean(neighbours), 4))
+    return out
+
+
+def _nearest(phases: Iterable[dict[str, Any]], mode: str) -> dict[str, Any] | None:
+    return next((p for p in phases if p["mode"] == mode), None)
+
+
+def spread(ratios: list[float]) -> dict[str, Any]:
+    """Median, quartiles and range of paired ratios, and the overhead the median gives.
+
+    >>> spread([0.9, 1.0, 0.95])["overhead_pct"]
+    5.0
+    """
+    if not ratios:
+        return {"n": 0}
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else []
+    q1, q3 = (quartiles[0], quartiles[2]) if quartiles else (ratios[0], ratios[0])
+    median = statistics.median(ratios)
+    return {
+        "n": len(ratios),
+        "median": round(median, 3),
+        "q1": round(q1, 3),
+        "q3": round(q3, 3),
+        "min": round(min(ratios), 3),
+        "max": round(max(ratios), 3),
+        "overhead_pct": round(100 * (1 - median), 1),
+    }
+
+
 def summary(phases: list[Any], modes: list[str], args: argparse.Namespace) -> dict[str, Any]:
     rate = {}
     for name in dict.fromkeys(modes):
         ps = [p for p in phases if p["mode"] == name]
         rate[name] = sum(p["groups"] for p in ps) / sum(p["seconds"] for p in ps)
-    report = {
+    paired = {k: spread(paired_ratios(phases, k)) for k in rate if k != "off"}
+    if "memory" in rate and "on" in rate:
+        # Revision alone: adaptive scoring with the memory is in both (issue 24).
+        paired["on_vs_memory"] = spread(paired_ratios(phases, "on", "memory"))
+    return {
         "machine": machine(),
         "args": vars(args),
         "phases": phases,
         "groups_per_s": {k: round(v, 3) for k, v in rate.items()},
         "ratio_to_off": {k: round(v / rate["off"], 3) for k, v in rate.items()},
         "overhead_pct": {k: round(100 * (1 - v / rate["off"]), 1) for k, v in rate.items()},
+        "paired": paired,
     }
-    return report
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ an admin approves or dismisses it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -261,9 +262,11 @@ class Reviser:
         evidence = set(summary.data.get("saturated", [])) | set(
             summary.data.get("non_separating", [])
         )
+        started = time.perf_counter()
         flips = await self._evidence.flips(revision, criteria, accepted, evidence)
         detail["undos"] = undos
         detail["flips"] = {
+            "seconds": round(time.perf_counter() - started, 3),  # the re-scoring's cost (issue 24)
             "flipped": flips.flipped,
             "compared": flips.compared,
             "criteria": flips.criteria,

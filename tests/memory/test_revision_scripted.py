@@ -39,6 +39,9 @@ async def test_an_edit_is_applied_then_its_undo_is_held(memory_app: Make) -> Non
         assert reword["accepted"] and reword["before"]["text"] == "Mentions the boiling point"
         assert not anchor["accepted"] and "anchor" in anchor["reason"]
         assert first["rationale"] == "scripted edit 0"
+        # Issue 24: the guard's re-scoring is timed, so the overhead bench can show it apart.
+        guard = first["detail"]["flips"]
+        assert isinstance(guard["seconds"], float) and guard["seconds"] > 0
         # Issue 21: the job ended showing "3/5 editing"; it ends at 5/5 with the outcome.
         progress = (await admin.get(f"/v1/jobs/{first['job_id']}")).json()["progress"]
         assert (progress["done"], progress["total"], progress["stage"]) == (5, 5, "applied")
