@@ -117,7 +117,7 @@ def _fuzz(operation: Any, mode: GenerationMode) -> str | None:
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    def run(case: Any) -> None:  # a schemathesis.Case
+    def run(case: schemathesis.Case) -> None:
         response = case.call(headers={"Authorization": f"Bearer {KEY}"})
         if _designed_unavailable(response):
             return
