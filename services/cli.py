@@ -112,6 +112,7 @@ def serve(
         log_level=settings.log_level.lower(),
         log_config=None,
         access_log=False,  # plaudit.access logs one line per request (uvicorn's is a second)
+        http="services.core.http_protocol:EnvelopeHTTPProtocol",  # its 400s as the envelope
     )
 
 

@@ -15,6 +15,7 @@ from services.core.errors import BackendUnavailable
 from services.core.idempotency import ReplayKey
 from services.core.resources import Resources
 from services.core.schemas import ID_PATTERN
+from services.core.store_refs import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
 from services.core.unicode_check import surrogate_errors
 
 T = TypeVar("T")
@@ -36,6 +37,21 @@ ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
 #: An id in the URL path (run ids, names, refs): 1..200 characters, no control characters.
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=ID_PATTERN)]
+#: An artifact's name in the path (``helpful``), and a reference (``helpful@3``); an admin may
+#: name a tenant's reward spec ``<owner>~helpful[@3]``. The schema states the rule; the service
+#: checks it with its own message (store_refs).
+PathName = Annotated[
+    str, Path(min_length=1, max_length=128, json_schema_extra={"pattern": NAME_REGEX})
+]
+PathRef = Annotated[
+    str, Path(min_length=1, max_length=MAX_REF_LENGTH, json_schema_extra={"pattern": REF_REGEX})
+]
+PathOwnedRef = Annotated[
+    str,
+    Path(
+        min_length=1, max_length=41 + MAX_REF_LENGTH, json_schema_extra={"pattern": OWNED_REF_REGEX}
+    ),
+]
 #: An id in the query string, with the same rule.
 QueryId = Annotated[str | None, Query(min_length=1, max_length=200, pattern=ID_PATTERN)]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Generic, Literal, TypeVar
+import types
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -11,6 +12,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
 )
 
@@ -34,6 +36,15 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_floats_are_integers(cls, value: Any, info: ValidationInfo) -> Any:
+        # JSON Schema's "integer" is any number with a zero fractional part, so 2.0 is one
+        # (draft 2020-12, 6.1.1) and a schema-driven client may send it; the server refused it
+        # (issue 23, finding 10). Strict mode stays: 2.5, "2" and true are still not integers.
+        field = cls.model_fields.get(info.field_name or "")
+        return value if field is None else whole_floats_as_int(field.annotation, value)
+
 
 class StoredModel(StrictModel):
     """A request whose text is stored as sent (rubrics, saved specs, notes, job parameters):
@@ -50,6 +61,47 @@ class StoredModel(StrictModel):
                 "which cannot be stored"
             )
         return value
+
+
+def whole_floats_as_int(annotation: Any, value: Any) -> Any:
+    """``value`` with each float that has no fractional part made an int where ``annotation``
+    wants an int (in ``list[int]``, ``int | None``, ``dict[str, int]``; not where a float fits).
+
+        >>> whole_floats_as_int(list[int] | None, [1.0, 2.5])
+        [1, 2.5]
+    """
+    origin = get_origin(annotation)
+    if annotation is int:
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+    if origin is Annotated:
+        return whole_floats_as_int(get_args(annotation)[0], value)
+    if origin in (Union, types.UnionType):
+        branches = [a for a in get_args(annotation) if a is not type(None)]
+        if len(branches) != 1:  # ``int | float`` takes the float as it is
+            return value
+        return whole_floats_as_int(branches[0], value)
+    if origin is list and isinstance(value, list):
+        (item,) = get_args(annotation) or (Any,)
+        return [whole_floats_as_int(item, v) for v in value]
+    if origin is dict and isinstance(value, dict):
+        _, item = get_args(annotation) or (Any, Any)
+        return {k: whole_floats_as_int(item, v) for k, v in value.items()}
+    return value
+
+
+def exactly_one_of(*fields: str) -> dict[str, Any]:
+    """A model's JSON-schema addition saying that exactly one of ``fields`` is given (and not
+    null): a ``oneOf`` with one branch per field (issue 23, finding 10). The model checks the
+    same rule in a validator.
+
+        >>> exactly_one_of("a", "b")["oneOf"][0]
+        {'required': ['a'], 'properties': {'a': {'not': {'type': 'null'}}}}
+    """
+    return {
+        "oneOf": [
+            {"required": [name], "properties": {name: {"not": {"type": "null"}}}} for name in fields
+        ]
+    }
 
 
 def _no_control_chars(value: str) -> str:

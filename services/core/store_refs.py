@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 from services.core.errors import InvalidInput
 
@@ -30,6 +30,12 @@ MAX_REF_LENGTH = 128 + 1 + 9
 #: character that public names cannot hold.
 OWNER_SEPARATOR = "~"
 _OWNER_PATTERN = re.compile(r"[A-Za-z0-9_]{1,40}")
+#: The same rules as JSON-schema patterns, for the OpenAPI schema (issue 23, finding 10: the
+#: schema said "any string" where the server took only these). ``(@N)?``: a version.
+NAME_REGEX = f"^{NAME_PATTERN.pattern}$"
+REF_REGEX = f"^{NAME_PATTERN.pattern}(@{_VERSION_PATTERN.pattern})?$"
+#: A reference an admin may prefix with a tenant's owner id (``key_0123abcd~helpful@2``).
+OWNED_REF_REGEX = f"^({_OWNER_PATTERN.pattern}{OWNER_SEPARATOR})?{REF_REGEX[1:]}"
 
 
 @dataclass(frozen=True)
@@ -123,5 +129,24 @@ def _validate_ref(text: str) -> str:
     return text
 
 
-#: A request field holding a reference, checked at the edge (pydantic -> 422 with its location).
-ArtifactRefStr = Annotated[str, AfterValidator(_validate_ref)]
+def _validate_name(text: str) -> str:
+    problem = name_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+#: A request field naming an artifact (``helpful``): the rule is in the schema, and the server
+#: checks it with its own message (which says what a name may hold).
+ArtifactName = Annotated[
+    str,
+    Field(min_length=1, max_length=128, json_schema_extra={"pattern": NAME_REGEX}),
+    AfterValidator(_validate_name),
+]
+#: A request field holding a reference (``helpful`` or ``helpful@3``), checked at the edge
+#: (pydantic -> 422 with its location).
+ArtifactRefStr = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_REF_LENGTH, json_schema_extra={"pattern": REF_REGEX}),
+    AfterValidator(_validate_ref),
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.core.limits import MaxNewTokens, Text
 from services.core.schemas import (
@@ -18,6 +18,7 @@ from services.core.schemas import (
     StoredModel,
     StrictModel,
     TemplateRef,
+    exactly_one_of,
 )
 
 Mode = Literal["logprob", "generate"]
@@ -250,6 +251,8 @@ class EvaluationRequest(StoredModel):
     Example: ``{"votes": [<MT-Bench JSONL rows>], "limit": 40, "seed": 0}``, or, with an admin
     key, ``{"data": "/data/mtbench_human/test.jsonl", "limit": 300}``.
     """
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("data", "votes"))
 
     data: str | None = Field(
         default=None,

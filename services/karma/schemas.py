@@ -6,29 +6,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from services.core.limits import Text
 from services.core.schemas import Page, Prompt, StrictModel
-from services.core.store_refs import MAX_REF_LENGTH, NAME_PATTERN, ref_problem
+from services.core.store_refs import ArtifactName, ArtifactRefStr
 from services.karma.training import KarmaTrainConfig
-
-
-def _model_ref(value: str | None) -> str | None:
-    problem = None if value is None else ref_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
-
 
 #: Which stored KARMA model to score with: the score route's and the ``karma`` channel's option.
 ModelRefOption = Annotated[
-    str | None,
+    ArtifactRefStr | None,
     Field(
-        max_length=MAX_REF_LENGTH,
         description="'name' (its serving version) or 'name@N'; default the server's karma model",
     ),
-    AfterValidator(_model_ref),
 ]
 
 MetadataValue = str | int | float | bool
@@ -42,10 +32,8 @@ class TrainRequest(KarmaTrainConfig):
     read from there) or another folder the server allows (``PLAUDIT_KARMA_DATA_ROOTS``).
     """
 
-    name: str = Field(
+    name: ArtifactName = Field(
         default="karma",
-        max_length=128,
-        pattern=f"^{NAME_PATTERN.pattern}$",
         description="the artifact the model is saved under as a new version",
     )
     promote: bool = Field(

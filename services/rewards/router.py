@@ -9,7 +9,14 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
+from services.core.deps import (
+    IdempotencyKey,
+    PathId,
+    PathOwnedRef,
+    ResourcesDep,
+    replayable,
+    service_of,
+)
 from services.core.schemas import Page, ScoredGroupPage
 from services.core.settings import Scope
 from services.rewards.schemas import (
@@ -71,14 +78,14 @@ async def list_specs(service: Service, limit: Limit = 100, offset: Offset = 0) -
 
 
 @router.get("/specs/{ref}")
-async def get_spec(ref: PathId, service: Service) -> NamedSpec:
+async def get_spec(ref: PathOwnedRef, service: Service) -> NamedSpec:
     """A saved spec: ``name`` (its current version) or ``name@N``."""
     return await service.specs.get(ref)
 
 
 @router.get("/specs/{name}/versions")
 async def spec_versions(
-    name: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
+    name: PathOwnedRef, service: Service, limit: Limit = 100, offset: Offset = 0
 ) -> Page[NamedSpec]:
     """Every version of a saved spec, newest first."""
     items, total = await service.specs.versions(name, limit=limit, offset=offset)

@@ -17,6 +17,7 @@ from services.core.schemas import (
     StoredModel,
     StrictModel,
 )
+from services.core.store_refs import ArtifactName
 
 AdvantageName = Literal["none", "grpo", "odrpo"]
 Kind = Literal["rewards", "advantages"]
@@ -155,12 +156,7 @@ class RewardsGroupResponse(BaseModel):
 class SpecSaveRequest(StoredModel):
     """Save a reward spec under a name: ``{"name": "helpful", "spec": {"channels": {...}}}``."""
 
-    name: str = Field(
-        min_length=1,
-        max_length=120,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-        description="letters, digits, '.', '_' and '-'",
-    )
+    name: ArtifactName = Field(description="1 to 128 letters, digits, '.', '_' and '-'")
     spec: Any = Field(description="the reward spec, checked like a scoring request's")
     expected_version: int | None = Field(
         default=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from services.core.schemas import (
     INT32_MAX,
@@ -23,6 +23,7 @@ from services.core.schemas import (
     StoredModel,
     StrictModel,
     TemplateRef,
+    exactly_one_of,
 )
 
 CriterionKind = Literal["required", "pitfall"]
@@ -225,6 +226,8 @@ class ScoreRequest(ScoreOptions, RunTag):
         {"rubric_id": "rb_3f2a@2", "prompt": "Why does water boil sooner on a mountain?",
          "completions": ["Lower air pressure...", "Because it is colder."]}
     """
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("rubric_id", "rubric"))
 
     prompt: Prompt | None = Field(default=None, description="default: the rubric's question")
     completions: Completions = Field(min_length=1)

@@ -8,18 +8,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from services.core.schemas import Message, Page, StrictModel
-from services.core.store_refs import MAX_REF_LENGTH, NAME_PATTERN, ref_problem
+from services.core.store_refs import ArtifactName, ArtifactRefStr
 from services.simulator.calibration import CalibrationConfig
 
 MAX_GOAL = 4000
 TerminationReason = Literal["user_done", "max_turns", "policy_error", "simulator_error"]
-
-
-def _check_ref(value: str | None) -> str | None:
-    problem = None if value is None else ref_problem(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
 
 
 class Sampling(StrictModel):
@@ -37,9 +30,8 @@ class SimulatorInput(Sampling):
     goal: str = Field(
         min_length=1, max_length=MAX_GOAL, description="the user's goal or persona, in words"
     )
-    calibration: str | None = Field(
+    calibration: ArtifactRefStr | None = Field(
         default=None,
-        max_length=MAX_REF_LENGTH,
         description="'name@version' (or 'name': its current version) of a stored calibration; "
         "null: the uncalibrated, prompted simulator",
     )
@@ -50,8 +42,6 @@ class SimulatorInput(Sampling):
         if not value.strip():
             raise ValueError("goal must not be blank: describe what the user wants")
         return value
-
-    _ref = field_validator("calibration")(_check_ref)
 
 
 class TurnRequest(SimulatorInput):
@@ -153,10 +143,8 @@ class EpisodeResponse(BaseModel):
 class CalibrationRequest(CalibrationConfig):
     """``POST /v1/simulator/calibrations``: every option of ``plaudit simulator calibrate``."""
 
-    name: str = Field(
+    name: ArtifactName = Field(
         default="uss",
-        max_length=128,
-        pattern=f"^{NAME_PATTERN.pattern}$",
         description="the calibration is stored as a new version of this name",
     )
     note: str | None = Field(default=None, max_length=500, description="kept in the history")

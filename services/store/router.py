@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from services.core.auth import principal_of, require_scope
-from services.core.deps import PathId, service_of
+from services.core.deps import PathName, PathRef, service_of
 from services.core.settings import Scope
 from services.core.store_refs import KIND_PATTERN
 from services.store.schemas import (
@@ -54,28 +54,28 @@ async def artifacts(
 
 
 @router.get("/{ref}")
-async def artifact(ref: PathId, service: Service) -> ArtifactDetail:
+async def artifact(ref: PathRef, service: Service) -> ArtifactDetail:
     """An artifact with its current version (``name``) or a given one (``name@3``)."""
     return await service.detail(ref)
 
 
 @router.get("/{name}/versions")
 async def versions(
-    name: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
+    name: PathName, service: Service, limit: Limit = 100, offset: Offset = 0
 ) -> VersionPage:
     """Its versions, newest first, without their content."""
     return await service.versions(name, limit=limit, offset=offset)
 
 
 @router.get("/{name}/versions/{version}")
-async def version(name: PathId, version: Version, service: Service) -> ArtifactVersion:
+async def version(name: PathName, version: Version, service: Service) -> ArtifactVersion:
     """One version with its content."""
     return await service.version(name, version)
 
 
 @router.get("/{name}/diff")
 async def diff(
-    name: PathId,
+    name: PathName,
     service: Service,
     from_version: Annotated[int | None, Query(alias="from", ge=1, le=10**9)] = None,
     to_version: Annotated[int | None, Query(alias="to", ge=1, le=10**9)] = None,
@@ -86,21 +86,23 @@ async def diff(
 
 @router.post("/{name}/rollback")
 async def rollback(
-    name: PathId, body: MoveRequest, service: Service, caller: Caller
+    name: PathName, body: MoveRequest, service: Service, caller: Caller
 ) -> PointerMove:
     """Make an older version current again; recorded in the history, nothing is deleted."""
     return await service.rollback(name, body, caller)
 
 
 @router.post("/{name}/promote")
-async def promote(name: PathId, body: MoveRequest, service: Service, caller: Caller) -> PointerMove:
+async def promote(
+    name: PathName, body: MoveRequest, service: Service, caller: Caller
+) -> PointerMove:
     """Make any version current (for instance a newer one after a rollback); recorded."""
     return await service.promote(name, body, caller)
 
 
 @router.get("/{name}/history")
 async def history(
-    name: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
+    name: PathName, service: Service, limit: Limit = 100, offset: Offset = 0
 ) -> EventPage:
     """Creations, rollbacks and promotions, newest first."""
     return await service.history(name, limit=limit, offset=offset)

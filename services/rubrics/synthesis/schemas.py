@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.core.schemas import StoredModel
+from services.core.schemas import StoredModel, exactly_one_of
 from services.rubrics.schemas import RubricMode
 
 #: The stages in order; a rejected candidate names the one that rejected it.
@@ -89,6 +89,8 @@ class SynthesisOptions(StoredModel):
 
 class SynthesizeRequest(StoredModel):
     """``POST /v1/rubrics/synthesize``: inline ``documents`` or a ``corpus`` (one of them)."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("documents", "corpus"))
 
     documents: list[DocumentIn] | None = Field(default=None, min_length=1)
     corpus: Corpus | None = Field(
