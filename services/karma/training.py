@@ -13,7 +13,6 @@ truncating it. The result is a model directory (config, safetensors weights, tok
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import resource
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judges.model_worker import loading_lock
 from services.core.errors import InvalidInput
-from services.core.jobs.run_folders import last_checkpoint
+from services.core.jobs.run_folders import last_checkpoint, trainer_output
 from services.karma.data import KarmaData, load_data
 from services.karma.evaluation import EvalOptions, evaluate
 from services.karma.features import Variant, from_reply
@@ -240,12 +239,7 @@ def _fit(
 
     dataset = _dataset(scorer, chosen)
     kept = config.checkpoint_dir
-    folder = (
-        contextlib.nullcontext(str(kept))
-        if kept
-        else tempfile.TemporaryDirectory(prefix="karma-trl-")
-    )
-    with folder as work:
+    with trainer_output(kept, "karma-trl-") as work:
         resume = last_checkpoint(kept)
         args = RewardConfig(
             output_dir=work,

@@ -18,11 +18,9 @@ BENCHMARKS.md for the measured time. Larger runs change only the numbers (GPU: `
 
 from __future__ import annotations
 
-import contextlib
 import random
 import resource
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from judges.model_worker import loading_lock
-from services.core.jobs.run_folders import last_checkpoint
+from services.core.jobs.run_folders import last_checkpoint, trainer_output
 from services.simulator import data as uss
 from services.simulator.predictor import (
     SatisfactionPredictor,
@@ -258,12 +256,7 @@ def _train_lora(
         raise uss.DialogueDataError(
             f"no user turn fits max_length={config.max_length} tokens", param="max_length"
         )
-    folder = (
-        contextlib.nullcontext(str(checkpoints))
-        if checkpoints
-        else tempfile.TemporaryDirectory(prefix="plaudit-sim-")
-    )
-    with folder as work:
+    with trainer_output(checkpoints, "plaudit-sim-") as work:
         resume = last_checkpoint(checkpoints)
         args = SFTConfig(
             output_dir=work,

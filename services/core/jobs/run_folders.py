@@ -7,7 +7,9 @@ subfolder, so a retry of the job after its process died resumes from the last on
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import tempfile
 from pathlib import Path
 
 #: The trainer's checkpoints inside a job's run folder.
@@ -38,3 +40,11 @@ def last_checkpoint(folder: Path | None) -> Path | None:
         if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()
     ]
     return max(steps)[1] if steps else None
+
+
+def trainer_output(kept: Path | None, prefix: str) -> contextlib.AbstractContextManager[str]:
+    """The folder a trainer writes into: ``kept`` (a job's checkpoints, left for a retry), or
+    a temporary folder removed afterwards (a run outside a job)."""
+    if kept:
+        return contextlib.nullcontext(str(kept))
+    return tempfile.TemporaryDirectory(prefix=prefix)
