@@ -209,12 +209,19 @@ def calibrate(
         "training": {
             **training,
             "total_seconds": round(time.monotonic() - started, 1),
+            "cpu_seconds": _cpu_seconds(),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
         "realism": realism,
         "params": config.model_dump(),
     }
     return CalibrationResult(out, metrics)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process so far (every torch thread counted)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
 
 
 def _train_lora(
