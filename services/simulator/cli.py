@@ -164,7 +164,7 @@ def evaluate_command(
         int,
         typer.Option("--dialogues", min=0, help="whole simulated dialogues per domain (0: none)"),
     ] = 8,
-    max_turns: Annotated[int, typer.Option(min=1, max=64, help="user turns per dialogue")] = 16,
+    max_turns: Annotated[int, typer.Option(min=1, max=64, help="user turns per dialogue")] = 12,
     before: Annotated[bool, typer.Option(help="measure the prompted simulator too")] = True,
     temperature: Annotated[float, typer.Option(min=0, max=2)] = 0.7,
     threads: Annotated[int | None, typer.Option(min=1)] = None,

@@ -142,18 +142,18 @@ def fit(
     *,
     c: float = 1.0,
     seed: int = 0,
-    balanced: bool = True,
+    balance: float = 1.0,
     feature_set: FeatureSet = "embeddings",
 ) -> SatisfactionPredictor:
-    """Fit on rated turns (at least two distinct levels); ``balanced`` weights each level by
-    its inverse frequency."""
+    """Fit on rated turns (at least two distinct levels). Each level is weighted by its
+    inverse frequency to the power ``balance`` (0: unweighted, 1: sklearn's "balanced")."""
     from sklearn.linear_model import LogisticRegression
 
     labels = np.asarray(y)
     if len(set(labels.tolist())) < 2:
         raise ValueError("the satisfaction predictor needs turns rated at two levels or more")
     model = LogisticRegression(
-        C=c, max_iter=3000, random_state=seed, class_weight="balanced" if balanced else None
+        C=c, max_iter=3000, random_state=seed, class_weight=class_weights(labels, balance)
     )
     model.fit(x, labels)
     weights, bias = np.asarray(model.coef_), np.asarray(model.intercept_)
@@ -162,6 +162,15 @@ def fit(
         weights = np.vstack([-weights[0] / 2, weights[0] / 2])
         bias = np.asarray([-bias[0] / 2, bias[0] / 2])
     return SatisfactionPredictor(weights, bias, classes, feature_set)
+
+
+def class_weights(labels: npt.NDArray[np.int_], balance: float) -> dict[int, float]:
+    """``(n / (levels * n_level)) ** balance`` per level (sklearn's "balanced" at 1)."""
+    levels, counts = np.unique(labels, return_counts=True)
+    return {
+        int(level): float((len(labels) / (len(levels) * count)) ** balance)
+        for level, count in zip(levels, counts, strict=True)
+    }
 
 
 def expected(distribution: Sequence[float]) -> float:
