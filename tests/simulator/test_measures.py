@@ -30,7 +30,7 @@ from services.simulator.dialogues import (
     dialogue_report,
     mean_pairwise_similarity,
 )
-from services.simulator.predictor import SatisfactionPredictor, cues, fit
+from services.simulator.predictor import SatisfactionPredictor, class_weights, cues, fit
 from services.simulator.predictor import features as predictor_features
 from services.simulator.prompting import END_MARKER, simulator_messages
 from services.simulator.realism import macro_f1, satisfaction_report
@@ -221,3 +221,10 @@ def test_the_whole_dialogue_classifier_tells_repetitive_users_apart() -> None:
 def test_pairwise_similarity() -> None:
     assert mean_pairwise_similarity(np.eye(3, dtype=np.float32)) == pytest.approx(0.0)
     assert mean_pairwise_similarity(np.ones((1, 3), np.float32)) is None
+
+
+def test_class_weights_are_a_power_of_inverse_frequency() -> None:
+    labels = np.asarray([3, 3, 3, 1])
+    assert class_weights(labels, 1.0) == pytest.approx({1: 2.0, 3: 4 / 6})
+    assert class_weights(labels, 0.5) == pytest.approx({1: 2.0**0.5, 3: (4 / 6) ** 0.5})
+    assert class_weights(labels, 0.0) == {1: 1.0, 3: 1.0}
