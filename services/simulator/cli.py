@@ -53,6 +53,10 @@ def calibrate_command(
     satisfaction_turns: Annotated[int | None, typer.Option(min=10, help="(1500)")] = None,
     eval_per_domain: Annotated[int | None, typer.Option(min=10, help="contexts (40)")] = None,
     eval_split: Annotated[str, typer.Option(help="test (reporting) or dev (tuning)")] = "test",
+    eval_dialogues: Annotated[
+        int | None, typer.Option(min=0, help="whole dialogues per domain (8; 0: none)")
+    ] = None,
+    act_turns: Annotated[int | None, typer.Option(min=10, help="act model contexts (6000)")] = None,
     threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda")] = None,
     seed: Annotated[int, typer.Option(help="sampling seed")] = 0,
@@ -81,6 +85,8 @@ def calibrate_command(
         "satisfaction_turns": satisfaction_turns,
         "eval_per_domain": eval_per_domain,
         "eval_split": eval_split,
+        "eval_dialogues": eval_dialogues,
+        "act_turns": act_turns,
         "threads": threads,
         "device": device,
         "seed": seed,
@@ -154,6 +160,11 @@ def evaluate_command(
         str, typer.Option(help="test or dev (files without splits: 80/10/10 by id hash)")
     ] = "test",
     per_domain: Annotated[int, typer.Option(min=10, help="held-out contexts per domain")] = 50,
+    whole: Annotated[
+        int,
+        typer.Option("--dialogues", min=0, help="whole simulated dialogues per domain (0: none)"),
+    ] = 8,
+    max_turns: Annotated[int, typer.Option(min=1, max=64, help="user turns per dialogue")] = 12,
     before: Annotated[bool, typer.Option(help="measure the prompted simulator too")] = True,
     temperature: Annotated[float, typer.Option(min=0, max=2)] = 0.7,
     threads: Annotated[int | None, typer.Option(min=1)] = None,
@@ -166,6 +177,7 @@ def evaluate_command(
     from services.core.embedder import load_embedder
     from services.core.errors import InvalidInput
     from services.simulator import data as uss
+    from services.simulator.acts import ActModel
     from services.simulator.calibration import CalibrationConfig, measure
     from services.simulator.jobs import base_model_dir, uss_dir
     from services.simulator.model import ADAPTER_DIR
@@ -180,6 +192,8 @@ def evaluate_command(
         data=data or ["sgd", "mwoz", "ccpe"],
         eval_split=split,
         eval_per_domain=per_domain,
+        eval_dialogues=whole,
+        dialogue_max_turns=max_turns,
         measure_before=before or calibration is None,
         temperature=temperature,
         seed=seed,
@@ -191,6 +205,7 @@ def evaluate_command(
             config = config.model_copy(update={"eval_split": "test"})
             dialogues = [uss.Dialogue(d.id, d.domain, "test", d.turns) for d in dialogues]
         predictor = SatisfactionPredictor.load(calibration) if calibration else None
+        acts = ActModel.load(calibration) if calibration else None
         adapter = calibration / ADAPTER_DIR if calibration else None
         majority = _majority(dialogues)
         report = measure(
@@ -199,6 +214,7 @@ def evaluate_command(
             base_dir=base_model_dir(settings),
             adapter_dir=adapter if adapter is not None and adapter.is_dir() else None,
             predictor=predictor,
+            acts=acts,
             embed=load_embedder("bundled").embed,
             majority=majority,
             progress=_Printer(),
@@ -246,23 +262,45 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 
 def summary(realism: dict[str, Any]) -> str:
-    """One line per domain and run: the two-sample accuracy, length W1, question rates,
-    satisfaction accuracy beside the majority level."""
+    """One line per domain and run: the two-sample accuracy, length W1, question and end
+    rates, satisfaction accuracy and macro-F1 beside the majority level's; then the whole
+    dialogues."""
     lines = [f"{realism['split']} split, {realism['contexts']} held-out contexts"]
     for run in ("before", "after"):
         if run not in realism:
             continue
         groups = {**realism[run]["domains"], "all": realism[run]["all"]}
         for domain, g in groups.items():
-            q, s = g["question_rate"], g["satisfaction"]
+            q, s, e = g["question_rate"], g["satisfaction"], g["end"]
             lines.append(
                 f"  {run:6} {domain:5} classifier {_fmt(g['classifier_accuracy'], True)}"
                 f"  length W1 {_fmt(g['length_w1'])}"
                 f"  questions {_fmt(q['simulated'], True)} (real {_fmt(q['real'], True)})"
-                f"  satisfaction {_fmt(s['accuracy'], True)} (majority "
-                f"{_fmt(s['majority_accuracy'], True)})"
+                f"  ends {_fmt(e['simulated_rate'], True)} (real {_fmt(e['real_rate'], True)})"
+                f"  satisfaction {_fmt(s['accuracy'], True)} / F1 {_fmt(s.get('macro_f1'))}"
+                f" (majority {_fmt(s['majority_accuracy'], True)} / "
+                f"{_fmt(s.get('majority_macro_f1'))})"
             )
+    for run in ("before", "after"):
+        if f"dialogues_{run}" in realism:
+            lines.extend(dialogue_summary(run, realism[f"dialogues_{run}"]))
     return "\n".join(lines)
+
+
+def dialogue_summary(run: str, report: dict[str, Any]) -> list[str]:
+    """Whole dialogues: user turns, ended share, opening similarity, two-sample accuracy."""
+    lines = []
+    for domain, g in {**report["domains"], "all": report["all"]}.items():
+        real, sim = g["real"], g["simulated"]
+        lines.append(
+            f"  {run:6} {domain:5} dialogues {sim['dialogues']}: user turns "
+            f"{_fmt(sim['mean_user_turns'])} (real {_fmt(real['mean_user_turns'])}, W1 "
+            f"{_fmt(g['user_turns_w1'])})  ended {_fmt(sim['ended'], True)} (real "
+            f"{_fmt(real['ended'], True)})  first-turn similarity "
+            f"{_fmt(sim['first_similarity'])} (real {_fmt(real['first_similarity'])})"
+            f"  classifier {_fmt(g['classifier_accuracy'], True)}"
+        )
+    return lines
 
 
 class _Printer:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from judges.backends.base import ChatMessage
+from services.simulator.acts import Acts
 
 END_MARKER = "[END]"
 #: Turns of the dialogue shown to the model (older ones are dropped): bounds the prompt.
@@ -36,13 +37,23 @@ _CLOSING = re.compile(
 _CLOSING_MAX_WORDS = 12
 
 
-def system_prompt(goal: str) -> str:
+def system_prompt(goal: str, acts: Acts | None = None) -> str:
     return (
         "You are role-playing a USER talking to an assistant. You are not the assistant.\n"
         f"Your situation: {goal}\n"
         "Write only the user's next message, short and in your own words. When you have "
         f"what you need, say goodbye and end the message with {END_MARKER}."
+        + (f"\n{act_line(acts)}" if acts is not None else "")
     )
+
+
+def act_line(acts: Acts) -> str:
+    """The calibrated simulator's instruction for the acts of the next turn (issue 24: the
+    LoRA learns it from the real turn's acts, the act model chooses it when simulating)."""
+    ask = "ask a question" if acts.question else "do not ask a question"
+    if acts.end:
+        return f"Next message: {ask}, and end the conversation with {END_MARKER}."
+    return f"Next message: {ask}, and do not end the conversation."
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +64,13 @@ class Said:
     text: str
 
 
-def simulator_messages(goal: str, history: Sequence[Said]) -> list[ChatMessage]:
-    """The chat the simulator's model continues (roles swapped, last :data:`MAX_HISTORY`)."""
+def simulator_messages(
+    goal: str, history: Sequence[Said], acts: Acts | None = None
+) -> list[ChatMessage]:
+    """The chat the simulator's model continues (roles swapped, last :data:`MAX_HISTORY`;
+    ``acts``: the calibrated simulator's choice for the next turn)."""
     shown = list(history)[-MAX_HISTORY:]
-    messages: list[ChatMessage] = [{"role": "system", "content": system_prompt(goal)}]
+    messages: list[ChatMessage] = [{"role": "system", "content": system_prompt(goal, acts)}]
     if not shown or shown[0].by_user:
         messages.append({"role": "user", "content": OPENING_CUE})
     for said in shown:

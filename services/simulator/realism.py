@@ -12,8 +12,9 @@ compared with the real ones, per domain and overall:
 * ``end``: how often the real and the simulated user end the conversation at these contexts,
   their agreement, and the dialogue length in user turns that the end rate implies (a
   constant per-turn end rate p gives 1/p turns) beside the real mean;
-* ``satisfaction``: accuracy of the predicted 1-5 rating against the annotators' (mean,
-  rounded) beside always answering the majority level of the training turns.
+* ``satisfaction``: accuracy and macro-F1 of the predicted 1-5 rating against the annotators'
+  (mean, rounded) beside always answering the majority level of the training turns (most
+  ratings are 3, so accuracy alone rewards a predictor that always says 3; issue 24).
 """
 
 from __future__ import annotations
@@ -82,6 +83,45 @@ def classifier_accuracy(
     return float(np.mean(scores))
 
 
+def macro_f1(gold: Sequence[int], guess: Sequence[int]) -> float:
+    """Unweighted mean of the per-class F1 over the classes in ``gold`` or ``guess`` (a class
+    never predicted scores 0): the figure for a rating task where one class dominates."""
+    classes = sorted(set(gold) | set(guess))
+    if not classes:
+        return float("nan")
+    scores = []
+    for label in classes:
+        hit = sum(g == label and p == label for g, p in zip(gold, guess, strict=True))
+        said, real = sum(p == label for p in guess), sum(g == label for g in gold)
+        scores.append(2 * hit / (said + real) if said + real else 0.0)
+    return sum(scores) / len(scores)
+
+
+def satisfaction_report(rated: Sequence[tuple[int, int]], majority: int) -> dict[str, Any]:
+    """Accuracy and macro-F1 of (gold, predicted) levels beside always answering
+    ``majority``."""
+    if not rated:
+        return {
+            "rated": 0,
+            "accuracy": None,
+            "macro_f1": None,
+            "majority_level": majority,
+            "majority_accuracy": None,
+            "majority_macro_f1": None,
+        }
+    gold = [g for g, _ in rated]
+    guess = [p for _, p in rated]
+    always = [majority] * len(gold)
+    return {
+        "rated": len(rated),
+        "accuracy": _rate([g == p for g, p in rated]),
+        "macro_f1": macro_f1(gold, guess),
+        "majority_level": majority,
+        "majority_accuracy": _rate([g == majority for g in gold]),
+        "majority_macro_f1": macro_f1(gold, always),
+    }
+
+
 def _rate(flags: Sequence[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
 
@@ -102,8 +142,11 @@ def group_report(
     real_end = [i.is_last for i in items]
     sim_end = [s.done for s in simulated]
     sim_end_rate = _rate(sim_end)
-    rated = [(i.satisfaction, s.satisfaction) for i, s in zip(items, simulated, strict=True)]
-    rated = [(gold, guess) for gold, guess in rated if gold is not None and guess is not None]
+    rated = [
+        (i.satisfaction, s.satisfaction)
+        for i, s in zip(items, simulated, strict=True)
+        if i.satisfaction is not None and s.satisfaction is not None
+    ]
     return {
         "turns": len(items),
         "length_w1": wasserstein_1(real_len, sim_len),
@@ -119,12 +162,7 @@ def group_report(
             "real_user_turns": float(np.mean(real_turn_counts)) if real_turn_counts else None,
             "implied_user_turns": (1 / sim_end_rate) if sim_end_rate > 0 else None,
         },
-        "satisfaction": {
-            "rated": len(rated),
-            "accuracy": _rate([gold == guess for gold, guess in rated]) if rated else None,
-            "majority_level": majority,
-            "majority_accuracy": _rate([gold == majority for gold, _ in rated]) if rated else None,
-        },
+        "satisfaction": satisfaction_report(rated, majority),
     }
 
 

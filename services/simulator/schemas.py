@@ -132,6 +132,12 @@ class EpisodeResponse(BaseModel):
     turns: list[EpisodeTurn]
     messages: list[dict[str, str]] = Field(description="the dialogue as chat messages")
     termination: TerminationReason
+    done_reason: Literal["end_marker", "closing_phrase"] | None = Field(
+        default=None,
+        description="with termination user_done: how the user ended (end_marker: the "
+        "simulator's end marker, which a calibration's act model decides; closing_phrase: a "
+        "short goodbye)",
+    )
     error: str | None = Field(default=None, description="why the policy or simulator failed")
     final_satisfaction: SatisfactionOut | None = Field(
         description="the user's satisfaction with the last assistant turn"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,10 +31,13 @@ from services.core.settings import Settings
 from services.core.store import ArtifactStore
 from services.core.store_models import ArtifactVersion, VersionInfo
 from services.core.store_refs import parse_ref
+from services.simulator.acts import ActModel, Acts, Context, context_texts
+from services.simulator.acts import features as act_features
 from services.simulator.policy import PolicyClient, PolicyError
-from services.simulator.predictor import SatisfactionPredictor, expected, features
+from services.simulator.predictor import SatisfactionPredictor, expected
 from services.simulator.prompting import (
     LEVELS,
+    ReadTurn,
     Said,
     read_turn,
     satisfaction_messages,
@@ -53,6 +57,8 @@ from services.simulator.schemas import (
 
 log = logging.getLogger(__name__)
 KIND = "simulator_calibration"
+#: Rewrites of a calibrated turn whose question mark disagrees with the chosen act.
+ACT_RETRIES = 2
 
 
 @dataclass
@@ -60,6 +66,7 @@ class _Calibrated:
     ref: str
     backend: JudgeBackend
     predictor: SatisfactionPredictor
+    acts: ActModel | None = None  # calibrations before issue 24 have none
 
 
 class SimulatorService:
@@ -105,27 +112,15 @@ class SimulatorService:
         self, sampling: Any, history: Sequence[Said], calibrated: _Calibrated | None
     ) -> TurnResponse:
         backend = calibrated.backend if calibrated else await self._base()
-        prompt = simulator_messages(sampling.goal, history)
-        [result] = await backend.generate(
-            [
-                GenerateRequest(
-                    messages=prompt,
-                    max_new_tokens=sampling.max_new_tokens or self.section.max_new_tokens,
-                    temperature=sampling.temperature,
-                    top_p=sampling.top_p,
-                    seed=sampling.seed,
-                )
-            ]
-        )
-        if result.status == "invalid":
-            raise InvalidInput(
-                f"the simulator cannot read this dialogue: {result.error}", param="messages"
-            )
-        if not result.ok:
-            raise BackendUnavailable(
-                f"the simulator's model failed ({result.status}): {result.error}", retry_after=5
-            )
-        read = read_turn(result.text)
+        acts = await self._acts(sampling, history, calibrated)
+        read = await self._write(backend, sampling, history, acts)
+        if acts is not None:
+            for attempt in range(1, ACT_RETRIES + 1):  # the question act, as offline (rollout)
+                if ("?" in read.text) == acts.question:
+                    break
+                again = await self._write(backend, sampling, history, acts, attempt)
+                read = again if ("?" in again.text) == acts.question else read
+            read = ReadTurn(read.text, acts.end, "end_marker" if acts.end else None)
         satisfaction, problem = None, None
         last_assistant = next((s.text for s in reversed(history) if not s.by_user), None)
         if history and not history[-1].by_user and last_assistant is not None:
@@ -142,6 +137,52 @@ class SimulatorService:
             model=backend.info.model_id,
         )
 
+    async def _acts(
+        self, sampling: Any, history: Sequence[Said], calibrated: _Calibrated | None
+    ) -> Acts | None:
+        """The calibration's act model's choice for this turn (None: uncalibrated, or a
+        calibration without one, or no embedder in this process)."""
+        if calibrated is None or calibrated.acts is None or self._embedder is None:
+            return None
+        last = next((s.text for s in reversed(history) if not s.by_user), None)
+        context = Context(sampling.goal, last, sum(s.by_user for s in history))
+        vectors = await self._embedder.embed(context_texts([context]))
+        rng = random.Random(sampling.seed) if sampling.seed is not None else random.Random()
+        [acts] = calibrated.acts.decide(act_features([context], vectors), rng)
+        return acts
+
+    async def _write(
+        self,
+        backend: JudgeBackend,
+        sampling: Any,
+        history: Sequence[Said],
+        acts: Acts | None,
+        attempt: int = 0,
+    ) -> ReadTurn:
+        seed = sampling.seed
+        if seed is not None and attempt:
+            seed += 7919 * attempt
+        [result] = await backend.generate(
+            [
+                GenerateRequest(
+                    messages=simulator_messages(sampling.goal, history, acts),
+                    max_new_tokens=sampling.max_new_tokens or self.section.max_new_tokens,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    seed=seed,
+                )
+            ]
+        )
+        if result.status == "invalid":
+            raise InvalidInput(
+                f"the simulator cannot read this dialogue: {result.error}", param="messages"
+            )
+        if not result.ok:
+            raise BackendUnavailable(
+                f"the simulator's model failed ({result.status}): {result.error}", retry_after=5
+            )
+        return read_turn(result.text)
+
     async def _satisfaction(
         self,
         goal: str,
@@ -153,8 +194,9 @@ class SimulatorService:
         if calibrated is not None:
             if self._embedder is None:
                 return None, "no embedder in this process for the satisfaction predictor"
-            vectors = await self._embedder.embed([assistant, reply or "(empty)"])
-            x = features(vectors[:1], vectors[1:2])
+            answer = reply or "(empty)"
+            vectors = await self._embedder.embed([assistant, answer])
+            x = calibrated.predictor.features(vectors[:1], vectors[1:2], ([assistant], [answer]))
             dist = calibrated.predictor.distribution(x)[0].tolist()
             return _satisfaction_out(dist, "predictor"), None
         [scored] = await backend.score_choices(
@@ -194,7 +236,7 @@ class SimulatorService:
         policy = PolicyClient(request.policy, timeout_s=self.section.episode_timeout_s)
         history: list[Said] = []
         turns: list[EpisodeTurn] = []
-        termination, error, final = "max_turns", None, None
+        termination, error, final, ended_by = "max_turns", None, None, None
         try:
             for index in range(request.max_turns + 1):
                 seeded = request.model_copy(
@@ -215,7 +257,7 @@ class SimulatorService:
                     )
                 )
                 if said.done:
-                    termination = "user_done"
+                    termination, ended_by = "user_done", said.done_reason
                     break
                 try:
                     reply = await policy.reply(history)
@@ -233,6 +275,7 @@ class SimulatorService:
                 {"role": "user" if s.by_user else "assistant", "content": s.text} for s in history
             ],
             termination=termination,
+            done_reason=ended_by,
             error=error,
             final_satisfaction=final,
             calibration=calibrated.ref if calibrated else None,
@@ -283,6 +326,7 @@ class SimulatorService:
             raise BackendUnavailable(f"the files of the calibration {version.ref} are missing")
         await self._after_startup_loads()
         predictor = await asyncio.to_thread(SatisfactionPredictor.load, folder)
+        acts = await asyncio.to_thread(ActModel.load, folder)
         own = resolve_role(self.section.llm, self.settings.judge)
         local = own or self.settings.judge  # the calibrated copy runs as the base model does
         backend = CalibratedBackend(
@@ -296,7 +340,7 @@ class SimulatorService:
         )
         if not (folder / ADAPTER_DIR).is_dir():
             backend = await self._base()  # type: ignore[assignment]  # predictor-only
-        return _Calibrated(version.ref, backend, predictor)
+        return _Calibrated(version.ref, backend, predictor, acts)
 
     async def save(
         self,

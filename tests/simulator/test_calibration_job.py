@@ -34,7 +34,10 @@ TINY = {
     "batch_size": 2,
     "max_length": 160,
     "satisfaction_turns": 60,
+    "act_turns": 60,
     "eval_per_domain": 10,
+    "eval_dialogues": 2,
+    "dialogue_max_turns": 2,
     "max_new_tokens": 12,
     "threads": 1,
 }
@@ -135,6 +138,12 @@ async def test_the_job_calibrates_measures_and_stores_a_version(
             satisfaction = group["satisfaction"]
             assert satisfaction["majority_level"] in range(1, 6)
     assert realism["after"]["all"]["classifier_accuracy"] is not None
+    assert realism["after"]["all"]["satisfaction"]["macro_f1"] is not None
+    for run in ("dialogues_before", "dialogues_after"):  # 2 held-out dialogues a domain
+        whole = realism[run]
+        assert set(whole["domains"]) == {"sgd", "ccpe"} and whole["max_turns"] == 2
+        assert whole["all"]["real"]["dialogues"] == whole["all"]["simulated"]["dialogues"] == 4
+        assert 1 <= whole["all"]["simulated"]["mean_user_turns"] <= 2
 
 
 async def test_a_calibrated_turn_uses_the_adapter_and_the_predictor(
@@ -150,6 +159,8 @@ async def test_a_calibrated_turn_uses_the_adapter_and_the_predictor(
     answer = response.json()
     assert answer["calibration"] == "uss@1"
     assert answer["satisfaction"]["source"] == "predictor"
+    # the act model decides the end: reported as the end marker, never a closing phrase
+    assert answer["done_reason"] == ("end_marker" if answer["done"] else None)
     assert sum(answer["satisfaction"]["distribution"]) == pytest.approx(1, abs=1e-3)
     latest = await root.post("/v1/simulator/turn", json={**body, "calibration": "uss"})
     assert latest.json()["calibration"] == "uss@1", "a bare name means its current version"
@@ -181,6 +192,8 @@ async def test_an_episode_against_a_real_policy_server(
     assert response.status_code == 200, response.text
     episode = response.json()
     assert episode["termination"] in ("user_done", "max_turns") and episode["error"] is None
+    ended = episode["termination"] == "user_done"
+    assert episode["done_reason"] == ("end_marker" if ended else None)
     assert 1 <= len(episode["turns"]) <= 2
     assert episode["turns"][0]["satisfaction"] is None  # nothing to rate at the opening
     roles = [m["role"] for m in episode["messages"]]

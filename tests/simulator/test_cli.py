@@ -58,6 +58,10 @@ def test_evaluate_measures_any_uss_file(
             "10",
             "--threads",
             "1",
+            "--dialogues",
+            "2",
+            "--max-turns",
+            "2",
             "--out",
             str(out),
         ],
@@ -71,6 +75,10 @@ def test_evaluate_measures_any_uss_file(
     )
     assert shop["satisfaction"]["rated"] > 0 and shop["satisfaction"]["majority_level"] in (3, 4)
     assert "before shop  classifier" in result.output
+    whole = report["dialogues_before"]["domains"]["shop"]
+    assert whole["real"]["dialogues"] == whole["simulated"]["dialogues"] == 2
+    assert whole["real"]["mean_user_turns"] == 2 and whole["real"]["ended"] == 0  # 3 turns, cut
+    assert "before shop  dialogues 2" in result.output
 
 
 def test_evaluate_refuses_files_outside_its_folders(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ pytestmark = [
 
 ARGS = ["--data", "sgd", "--max-steps", "2", "--batch-size", "2", "--max-length", "160"]
 ARGS += ["--satisfaction-turns", "60", "--eval-per-domain", "10", "--threads", "1"]
+ARGS += ["--act-turns", "60", "--eval-dialogues", "0"]
 
 
 async def test_an_in_process_calibration_is_stored_and_serves_turns(tmp_path: Path) -> None:
