@@ -7,7 +7,7 @@ STAMP := $(VENV)/.plaudit-installed
 # build: make install TORCH_INDEX=https://download.pytorch.org/whl/cu128
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install serve test test-vllm lint bench docs clean
+.PHONY: install serve test test-vllm test-trainers lint bench docs clean
 
 $(STAMP): pyproject.toml scripts/install_trainers.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,14 @@ serve: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Trainer code that needs a virtualenv of its own (verl 0.9.1 pins transformers<5.11): the verl
+# agent loop built by verl's own registry and hydra, in the venv scripts/install_verl.sh makes.
+VERL_PYTHON ?= $(HOME)/.cache/plaudit-verl-venv/bin/python
+test-trainers: install
+	$(VERL_PYTHON) -c "import verl.experimental.agent_loop.agent_loop"
+	$(VERL_PYTHON) -m pytest -q -p no:cacheprovider tests/simulator/test_trainer_hooks.py \
+		-k "verl_agent_loop and real"
 
 # The openai judge backend against a real vLLM (CPU build) server on loopback.
 test-vllm: install
