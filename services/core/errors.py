@@ -58,14 +58,11 @@ class Conflict(PlauditError):
 
 
 class _RetryableError(PlauditError):
-    #: Retry-After when the raiser names none (None: no header).
-    default_retry_after_s: float | None = None
-
     def __init__(
         self, message: str, *, param: str | None = None, retry_after: float | None = None
     ) -> None:
         super().__init__(message, param=param)
-        self.retry_after = retry_after if retry_after is not None else self.default_retry_after_s
+        self.retry_after = retry_after
 
     @property
     def headers(self) -> dict[str, str]:
@@ -82,12 +79,10 @@ class Overloaded(_RetryableError):
 
 
 class BackendUnavailable(_RetryableError):
-    """A model, database or judge backend cannot answer now. Every such 503 says when to try
-    again (a judge that failed every item named no time before: Retry-After was missing)."""
+    """A model, database or judge backend cannot answer now."""
 
     status_code = 503
     error_type = "backend_unavailable"
-    default_retry_after_s = 5.0
 
 
 class UpstreamTimeout(_RetryableError):

@@ -86,7 +86,10 @@ class JudgeService:
         if pair.status == "invalid":  # e.g. longer than the judge's input limit: no retry helps
             raise InvalidInput(f"the judge cannot take this pair: {_first_error(pair)}")
         if pair.status in FAILED:
-            raise BackendUnavailable(f"the judge could not answer: {_first_error(pair)}")
+            raise BackendUnavailable(
+                f"the judge could not answer: {_first_error(pair)}",
+                retry_after=JUDGE_RETRY_AFTER_S,
+            )
         return PairwiseResponse(
             p_a=pair.p_a,
             winner=pair.winner,
@@ -455,11 +458,18 @@ def _order_out(o: order_logic.OrderJudgment) -> dict[str, object]:
     }
 
 
+#: Retry-After of a judge that failed every item: its backend already retried each call, so
+#: a short wait before the caller's next try (the 503 named no time before).
+JUDGE_RETRY_AFTER_S = 5.0
+
+
 def _unavailable_if_nothing_judged(statuses: Sequence[str], error: str | None) -> None:
     """503 when no item was judged because the backend failed (a retry may help). Items that
     are all ``invalid`` (too long for the judge) are the caller's data: 200 with statuses."""
     if all(s in FAILED for s in statuses) and any(s != "invalid" for s in statuses):
-        raise BackendUnavailable(f"the judge could not answer: {error}")
+        raise BackendUnavailable(
+            f"the judge could not answer: {error}", retry_after=JUDGE_RETRY_AFTER_S
+        )
 
 
 def _first_error(pair: order_logic.PairJudgment) -> str:

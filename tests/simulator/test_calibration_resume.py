@@ -29,7 +29,7 @@ def test_an_interrupted_lora_resumes_from_its_last_checkpoint(
 ) -> None:
     folder = write_slice(tmp_path / "uss", per_split=4)
     items = uss.examples(uss.in_split(uss.load(["sgd"], folder), "train"))[:8]
-    config = CalibrationConfig(data=["sgd"], max_steps=3, batch_size=1, max_length=128, threads=1)
+    config = CalibrationConfig(data=["sgd"], max_steps=3, batch_size=1, max_length=256, threads=1)
     base = resolve_model_dir(None, model_cache_dir)
     checkpoints = tmp_path / "trainer"
 
