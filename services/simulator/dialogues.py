@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from services.simulator.realism import Embed, classifier_accuracy, distinct_n, wasserstein_1
+from services.simulator.realism import (
+    Embed,
+    by_domain,
+    classifier_accuracy,
+    distinct_n,
+    wasserstein_1,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,18 +106,15 @@ def dialogue_report(
     first = embed([d.user_turns[0] if d.user_turns else "(empty)" for d in both])
     whole = embed([whole_text(d) for d in both])
     is_real = np.asarray([k < len(real) for k in range(len(both))])
-    out: dict[str, Any] = {"max_turns": max_turns, "domains": {}}
-    for domain in [*sorted({d.domain for d in both}), "all"]:
+
+    def one(domain: str) -> dict[str, Any]:
         mine = np.asarray([domain in ("all", d.domain) for d in both])
         r, s = mine & is_real, mine & ~is_real
-        group = group_report(
+        return group_report(
             [d for d, m in zip(both, r, strict=True) if m],
             [d for d, m in zip(both, s, strict=True) if m],
             (first[r], first[s], whole[r], whole[s]),
             seed,
         )
-        if domain == "all":
-            out["all"] = group
-        else:
-            out["domains"][domain] = group
-    return out
+
+    return {"max_turns": max_turns, **by_domain({d.domain for d in both}, one)}

@@ -177,16 +177,15 @@ def report(
     """Per-domain and overall realism of ``simulated`` against the real ``items``."""
     real_vectors = embed([i.text for i in items])
     sim_vectors = embed([s.text or "(empty)" for s in simulated])
-    domains = sorted({i.domain for i in items})
-    out: dict[str, Any] = {"domains": {}}
-    for domain in [*domains, "all"]:
+
+    def one(domain: str) -> dict[str, Any]:
         rows = [k for k, i in enumerate(items) if domain in ("all", i.domain)]
         counts = (
             [c for v in turn_counts.values() for c in v]
             if domain == "all"
             else turn_counts.get(domain, [])
         )
-        group = group_report(
+        return group_report(
             [items[k] for k in rows],
             [simulated[k] for k in rows],
             real_vectors[rows],
@@ -195,8 +194,10 @@ def report(
             majority,
             seed,
         )
-        if domain == "all":
-            out["all"] = group
-        else:
-            out["domains"][domain] = group
-    return out
+
+    return by_domain({i.domain for i in items}, one)
+
+
+def by_domain(domains: set[str], group: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """``{"domains": {name: group(name)}, "all": group("all")}``, domains in name order."""
+    return {"domains": {d: group(d) for d in sorted(domains)}, "all": group("all")}
