@@ -7,7 +7,7 @@ STAMP := $(VENV)/.plaudit-installed
 # build: make install TORCH_INDEX=https://download.pytorch.org/whl/cu128
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install serve test test-vllm test-trainers lint bench docs clean
+.PHONY: install serve test test-quick test-vllm test-trainers lint bench docs clean
 
 $(STAMP): pyproject.toml scripts/install_trainers.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ serve: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The suite without the tests that start real processes or load real models (marked slow):
+# the edit-and-rerun loop. CI runs `make test`, which includes them.
+test-quick: install
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # Trainer code that needs a virtualenv of its own (verl 0.9.1 pins transformers<5.11): the verl
 # agent loop built by verl's own registry and hydra, in the venv scripts/install_verl.sh makes.
