@@ -46,6 +46,7 @@ class ChatTokenizer:
         self.end_id = int(tokenizer.eos_token_id)
         self._candidates: dict[str, list[int]] = {}
         self._frames: dict[tuple[tuple[str, str], ...], tuple[str, str] | None] = {}
+        self._tails: dict[tuple[str, ...], list[list[int]] | None] = {}
 
     @classmethod
     def load(cls, path: str) -> ChatTokenizer:
@@ -114,7 +115,20 @@ class ChatTokenizer:
 
     def tails(self, candidates: Sequence[str]) -> list[list[int]] | None:
         """The ids each candidate adds after the prompt (ending with the end-of-sequence id
-        when one candidate's ids are a prefix of another's); None when one has no ids."""
+        when one candidate's ids are a prefix of another's); None when one has no ids.
+
+        Remembered per candidate list: a G=8 tournament asks it 56 times for the same two
+        labels, and the prefix check was a seventh of the group route's CPU (issue 19).
+        """
+        key = tuple(candidates)
+        if key not in self._tails:
+            if len(self._tails) >= 1024:
+                self._tails.clear()
+            self._tails[key] = self._tails_of(key)
+        known = self._tails[key]
+        return None if known is None else [list(ids) for ids in known]
+
+    def _tails_of(self, candidates: Sequence[str]) -> list[list[int]] | None:
         tails = [self.candidate_ids(c) for c in candidates]
         if any(not ids for ids in tails):
             return None

@@ -234,3 +234,14 @@ def test_a_template_that_changes_the_content_is_rendered_whole(smollm2_dir: Path
     messages = [ChatMessage(role="system", content="s"), user("quiet words")]
     assert shouting.prompt_text(messages) == "<system>S\n<user>QUIET WORDS\n<assistant>"
     assert shouting._frames == {(("system", "s"),): None}  # no verbatim frame: whole renders
+
+
+def test_remembered_tails_are_the_computed_ones_and_callers_cannot_change_them(
+    tokenizer: ChatTokenizer,
+) -> None:
+    labels = [str(grade) for grade in range(1, 11)]
+    first = tokenizer.tails(labels)
+    assert first is not None
+    assert first[9] == [*tokenizer.encode("10"), tokenizer.end_id]  # "1" is a prefix of "10"
+    first[0].append(-1)
+    assert tokenizer.tails(labels) == [[*tokenizer.encode(g), tokenizer.end_id] for g in labels]
