@@ -30,8 +30,8 @@ from bench.texts import completions
 from judges.backends.base import GenerateRequest
 from judges.backends.local import LocalBackend
 from judges.templates import load_template
-from services.core.settings import get_settings
 from services.judge.structured import verdict_schema
+from services.settings import get_settings
 
 QUESTION = "Explain in one or two sentences what the assistant computed."
 

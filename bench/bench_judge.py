@@ -35,10 +35,10 @@ from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
 from services.core.cache import MemoryCache
 from services.core.model_layer import model_backend
-from services.core.settings import get_settings
 from services.judge.cached import CachedJudge
 from services.judge.schemas import GroupRequest, JudgeOptions
 from services.judge.service import JudgeService
+from services.settings import get_settings
 
 QUESTION = "Explain in one or two sentences what the assistant computed."
 SECTIONS = ("swap", "generate", "cache", "http", "prefix", "merge")

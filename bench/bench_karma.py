@@ -45,10 +45,10 @@ def untrained_model(out: Path) -> Path:
 @contextlib.contextmanager
 def karma_app(runner: asyncio.Runner, model: Path, **karma: Any) -> Iterator[httpx.AsyncClient]:
     """The KARMA app with ``model`` stored as ``karma@1``, and a client."""
-    from services.core.settings import Settings
     from services.karma.app import create_app
     from services.karma.service import KIND
     from services.karma.settings import KarmaSettings
+    from services.settings import Settings
 
     settings = Settings(  # type: ignore[call-arg]
         data_dir=Path(tempfile.mkdtemp(prefix="plaudit-bench-")),

@@ -32,19 +32,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.core.shared_data import shared_data_dir
-
 from bench.common import machine
 from judges.backends.base import ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult
 from services.core.cache import MemoryCache
 from services.core.errors import BackendUnavailable
 from services.core.model_layer import model_backend
 from services.core.schemas import CompletionItem
-from services.core.settings import get_settings
+from services.datasets.store import locate
 from services.judge.cached import CachedJudge
 from services.judge.evaluation import load_rows, truncate, wilson
 from services.judge.schemas import GroupRequest, ListwiseRequest
 from services.judge.service import JudgeService
+from services.settings import get_settings
 
 
 @dataclass
@@ -59,7 +58,7 @@ class Group:
 def load_groups(split: str) -> list[Group]:
     """The (question, turn) groups of a split, with their human votes."""
     groups: dict[str, Group] = {}
-    for row in load_rows(shared_data_dir("mtbench_human") / f"{split}.jsonl"):
+    for row in load_rows(locate(get_settings(), "mtbench_human") / f"{split}.jsonl"):
         turn = int(row["turn"])
         key = f"{row['question_id']}-t{turn}"
         conv = row["conversation_a"]

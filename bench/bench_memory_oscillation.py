@@ -46,12 +46,12 @@ from bench.common import machine
 from judges.backends.base import GenerateRequest, GenerateResult
 from services.app import create_app
 from services.core.embedder import load_embedder
-from services.core.settings import Settings
 from services.memory.operations import EditOperation, PastOperation, find_undo
 from services.memory.retrieval import cosine
 from services.memory.service import MemoryService
 from services.rubrics import aggregate
 from services.rubrics.schemas import Criterion
+from services.settings import Settings
 
 CRITERIA: list[dict[str, Any]] = [
     {"text": "Names the place that is described", "weight": 2, "anchor": True},

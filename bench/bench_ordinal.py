@@ -15,10 +15,10 @@ import json
 import numpy as np
 
 from bench.common import interleaved, machine
-from services.core.settings import Settings
 from services.ordinal import estimators
 from services.ordinal.schemas import AdvantagesRequest
 from services.ordinal.service import OrdinalService
+from services.settings import Settings
 
 
 def main() -> None:

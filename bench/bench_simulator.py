@@ -36,7 +36,7 @@ CONCURRENT = 16
 def calibrate(out: Path, threads: int | None, overrides: dict[str, Any]) -> dict[str, Any]:
     from judges.backends.convert import resolve_model_dir
     from services.core.embedder import load_embedder
-    from services.core.settings import Settings
+    from services.settings import Settings
     from services.simulator.calibration import CalibrationConfig
     from services.simulator.calibration import calibrate as run
     from services.simulator.jobs import uss_dir
@@ -66,7 +66,7 @@ def calibrate(out: Path, threads: int | None, overrides: dict[str, Any]) -> dict
 
 
 async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
-    from services.core.settings import Settings
+    from services.settings import Settings
     from services.simulator.app import create_app
     from services.simulator.service import SimulatorService
 
@@ -160,7 +160,7 @@ def heads(train_turns: int, test_turns: int, seed: int = 0) -> dict[str, Any]:
     import numpy as np
 
     from services.core.embedder import load_embedder
-    from services.core.settings import Settings
+    from services.settings import Settings
     from services.simulator import data as uss
     from services.simulator.acts import Context, context_texts, fit_acts, real_acts
     from services.simulator.acts import features as act_features

@@ -66,7 +66,7 @@ CRITERIA = [
 @asynccontextmanager
 async def app_services(generator: str) -> AsyncIterator[Any]:
     from services.app import create_app
-    from services.core.settings import Settings
+    from services.settings import Settings
 
     extra: dict[str, Any] = {}
     if generator == "extractive":

@@ -181,7 +181,7 @@ def _seconds(value: float | None) -> str:
 
 def _models_dir() -> str:
     """The converted judge cache to reuse, so the server does not convert SmolLM2 again."""
-    from services.core.settings import get_settings
+    from services.settings import get_settings
 
     return os.environ.get("PLAUDIT_MODEL_CACHE_DIR") or str(Path(get_settings().models_dir))
 

@@ -25,10 +25,10 @@ from bench.common import machine
 from bench.injection import STYLES, TRIPLES, Case, Verdict, build_cases, count_flips
 from services.core.cache import MemoryCache
 from services.core.model_layer import model_backend
-from services.core.settings import get_settings
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
+from services.settings import get_settings
 
 TEMPLATES = ("pairwise@1", "pairwise@2")
 DEFAULT_TRIPLES = 3

@@ -23,11 +23,11 @@ from typing import Any
 
 from services.core.cache import MemoryCache
 from services.core.model_layer import model_backend
-from services.core.settings import get_settings
 from services.judge import evaluation as ev
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
+from services.settings import get_settings
 
 
 async def _count(args: argparse.Namespace) -> dict[str, Any]:

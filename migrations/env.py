@@ -9,8 +9,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from services.app import components
 from services.core.models import Base
 
+# Each service keeps its tables in its own folder on the shared metadata; building the list of
+# services imports them all (issue 20).
+components()
 target_metadata = Base.metadata
 #: The advisory lock that serialises migrations of one Postgres database (any 64-bit number
 #: that no other code uses; the digits spell "plaudit").

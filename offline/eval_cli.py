@@ -16,6 +16,7 @@ import typer
 
 from offline.jobs_cli import ApiKey
 from offline.progress import ProgressDisplay
+from services.judge.settings import JudgeSettings
 
 eval_app = typer.Typer(help="Measure judges against human judgments.", rich_markup_mode=None)
 
@@ -97,7 +98,8 @@ def _votes_file(data: str) -> Path:
     """``mtbench_human/<split>`` in the fetched dataset, or a file path."""
     name, _, split = data.partition("/")
     if name == "mtbench_human" and split in ("dev", "test"):
-        from services.core.settings import get_settings
+        from services.settings import get_settings
+
         from services.datasets.store import locate, missing_hint
 
         path = locate(get_settings(), name) / f"{split}.jsonl"
@@ -158,7 +160,8 @@ def _sampled_rows(data: Path, fields: dict[str, Any]) -> list[dict[str, Any]]:
 def _in_process(
     data: Path, fields: dict[str, Any], judge_settings: dict[str, str | None]
 ) -> dict[str, Any]:
-    from services.core.settings import get_settings
+    from services.settings import get_settings
+
     from services.judge.schemas import EvaluationRequest
 
     overrides = {f"judge_{name}": v for name, v in judge_settings.items() if v is not None}
@@ -178,9 +181,9 @@ async def _evaluate(settings: Any, request: Any) -> dict[str, Any]:
     from services.judge.service import JudgeService
 
     votes = sampled_votes(request, Path.cwd())
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
     await backend.start()
-    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(JudgeSettings.of(settings), CachedJudge(backend, MemoryCache()), None)
     display = ProgressDisplay()
     done = 0
 
@@ -195,7 +198,7 @@ async def _evaluate(settings: Any, request: Any) -> dict[str, Any]:
             request,
             votes,
             backend=backend,
-            backend_kind=settings.judge.backend,
+            backend_kind=JudgeSettings.of(settings).backend,
             progress=judged,
         )
     finally:

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from services.admin.app import component as admin_component
 from services.core.app_factory import build_app
 from services.core.components import Component
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.diversity.app import component as diversity_component
 from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
@@ -20,12 +20,14 @@ from services.protocols.app import component as protocols_component
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.synthesis.app import component as synthesis_component
+from services.runs.app import component as runs_component
 from services.simulator.app import component as simulator_component
 from services.store.app import component as store_component
 
 
 def components() -> list[Component]:
-    """Every service this build ships, in the order they appear in the docs."""
+    """Every service this build ships, in the order they appear in the docs: the app, the
+    settings (``services.settings``) and ``plaudit worker`` are all made from this list."""
     return [
         ordinal_component(),
         diversity_component(),
@@ -39,9 +41,10 @@ def components() -> list[Component]:
         memory_component(),
         store_component(),
         jobs_component(),
+        runs_component(),
         admin_component(),
     ]
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     return build_app(components(), settings, title="Plaudit", **collaborators)

@@ -14,13 +14,14 @@ import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
 from services.datasets.cli import data_app
+from services.judge.settings import JudgeSettings
 from services.karma.cli import karma_app
 from services.rubrics.cli import rubrics_app
 from services.simulator.cli import simulator_app
 from trainer.cli import train
 
 if TYPE_CHECKING:
-    from services.core.settings import Settings
+    from services.core.settings import CoreSettings
 
 #: SERVICE argument of ``plaudit serve`` -> app factory for ``uvicorn --factory``.
 APPS = {
@@ -60,9 +61,9 @@ def root(
     """Plaudit: reward and judge services for RL post-training."""
 
 
-def _settings() -> Settings:
+def _settings() -> CoreSettings:
     try:
-        from services.core.settings import get_settings
+        from services.settings import get_settings
     except ImportError as exc:  # the client-only install
         typer.echo(
             f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'"
@@ -116,7 +117,7 @@ def serve(
     )
 
 
-def _share_between_workers(settings: Settings, service: str) -> str:
+def _share_between_workers(settings: CoreSettings, service: str) -> str:
     """Ready ``--workers N``: the worker processes share the judge cache and limits through
     Redis, so they must render the same judge prompts (one fence secret, drawn here when
     unset); the database is migrated here, once; each worker configures its own logging.
@@ -131,7 +132,7 @@ def _share_between_workers(settings: Settings, service: str) -> str:
             err=True,
         )
         raise typer.Exit(2)
-    if settings.judge.fence_secret is None:
+    if JudgeSettings.of(settings).fence_secret is None:
         os.environ["PLAUDIT_JUDGE_FENCE_SECRET"] = secrets.token_hex(32)
     if settings.auto_migrate:  # once, here: workers migrating one database at once can fail
         from services.core import db
@@ -200,7 +201,7 @@ def worker(
     from services.jobs.worker import run_worker
 
     configure_logging(settings.log_level)
-    warn_unknown()
+    warn_unknown(type(settings))
     asyncio.run(run_worker(settings, burst=burst))
 
 

@@ -22,7 +22,8 @@ from sqlalchemy import text
 from services.app import create_app
 from services.core import db
 from services.core.embedder import Embedder, load_embedder
-from services.core.settings import Settings
+from services.core.models import Base
+from services.settings import Settings
 
 PG_URL = os.environ.get(
     "PLAUDIT_TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/plaudit_test"
@@ -33,12 +34,9 @@ PG_MIGRATIONS_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-TABLES = ("scored_groups", "idempotency_records", "jobs", "rubric_versions", "rubrics")
-TABLES += ("rubric_instances",)
-#: The artifact store's tables, emptied after each Postgres test like the ones above.
-TABLES += ("artifact_events", "artifact_versions", "artifacts")
-#: The evaluation memory's tables (issue 12).
-TABLES += ("memory_runs", "memory_rollouts", "memory_records", "memory_revisions")
+#: Every table of every service (each keeps its own on the shared metadata), emptied after each
+#: Postgres test, children first.
+TABLES = tuple(table.name for table in reversed(Base.metadata.sorted_tables))
 
 
 async def _create_databases() -> None:

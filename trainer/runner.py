@@ -65,7 +65,7 @@ def resolve_policy_dir(model: str | None) -> Path:
 
 def _models_dir() -> Path | None:
     try:
-        from services.core.settings import get_settings
+        from services.settings import get_settings
     except ImportError:  # no server parts installed: the converter's own default cache dir
         return None
     return get_settings().models_dir

@@ -11,7 +11,7 @@ replicas together keep to them; without one they hold in this process.
 
 Example::
 
-    backend = build_backend(settings.judge, role="judge", models_dir=Path("models"))
+    backend = build_backend(JudgeSettings.of(settings), role="judge", models_dir=Path("models"))
     await backend.start()
 """
 

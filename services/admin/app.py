@@ -15,7 +15,7 @@ from services.admin.router import AdminPage, router
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 
 
 def component() -> Component:
@@ -25,5 +25,5 @@ def component() -> Component:
     return Component(name="admin", router=router, provides=AdminPage, build=build)
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     return build_app([component()], settings, title="Plaudit admin", **collaborators)

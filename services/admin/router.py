@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from services.core.auth import presented_key, require_scope, scopes_for
 from services.core.context import current_principal
-from services.core.settings import Scope, Settings
+from services.core.settings import CoreSettings, Scope
 
 STATIC = Path(__file__).parent / "static"
 #: the only files served, with their media types (no directory listing, no path from the URL)
@@ -85,7 +85,7 @@ async def favicon() -> FileResponse:
 )
 async def me(request: Request) -> Me:
     """Whom the presented key stands for (the admin page shows it as who is signed in)."""
-    settings: Settings = request.app.state.settings
+    settings: CoreSettings = request.app.state.settings
     principal = current_principal()
     if not settings.api_keys:
         return Me(owner=None, scopes=list(Scope), keys_configured=False)

@@ -25,15 +25,14 @@ from services.core.middleware import RequestContextMiddleware
 from services.core.openapi_errors import document_errors
 from services.core.pages import mount_pages
 from services.core.resources import open_resources
-from services.core.settings import Settings
-from services.runs.app import component as runs_component
+from services.core.settings import CoreSettings, Section, compose_settings
 
 log = logging.getLogger(__name__)
 
 
 def build_app(
     components: Sequence[Component],
-    settings: Settings | None = None,
+    settings: CoreSettings | None = None,
     *,
     title: str = "Plaudit",
     embedder: Embedder | None = None,
@@ -41,18 +40,18 @@ def build_app(
     job_registry: JobRegistry | None = None,
     **extras: Any,
 ) -> FastAPI:
-    """An app serving ``components`` plus health, metrics and run audit routes.
+    """An app serving ``components`` plus health and metrics routes.
 
-    Collaborators passed here (an embedder, a cache, a ``judge_backend``) replace the ones
-    built from settings; unnamed ones reach components through ``Resources.extras``.
+    Without ``settings``, they are read from the environment when the app starts, with the
+    sections of every service this process imported (``Section.defined``). Collaborators
+    passed here (an embedder, a cache, a ``judge_backend``) replace the ones built from
+    settings; unnamed ones reach components through ``Resources.extras``.
     """
     metrics = Metrics()
-    # Every app lists its runs: each service that stores groups shares the one listing.
-    components = [*components, runs_component()]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        active = settings or Settings()
+        active = settings or compose_settings(Section.defined())()
         check_startup(active)
         app.state.settings = active
         resources = await open_resources(
@@ -94,7 +93,7 @@ def build_app(
     app.add_middleware(GuardMiddleware, metrics=metrics)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
     app.include_router(health.router)
-    mount_pages(app, [c.name for c in components])
+    mount_pages(app, components)
     for component in components:
         app.include_router(component.router)
     return app
@@ -114,4 +113,4 @@ def _show_limits_in_openapi(app: FastAPI) -> None:
 
 def _deferred_settings() -> Any:
     """Until the lifespan reads the environment, auth sees no keys configured."""
-    return Settings.model_construct(api_keys={})
+    return CoreSettings.model_construct(api_keys={})

@@ -19,17 +19,17 @@ from starlette.requests import HTTPConnection
 
 from services.core.context import OPEN, Principal, principal_var
 from services.core.errors import Forbidden, InvalidInput, PlauditError, Unauthorized
-from services.core.settings import Scope, Settings, is_loopback
+from services.core.settings import CoreSettings, Scope, is_loopback
 from services.core.settings_check import warn_unknown
 
 log = logging.getLogger(__name__)
 
 #: Which scopes a route accepts (any one of them will do), read from settings; None: open.
-ScopeRule = Callable[[Settings], tuple[Scope, ...] | None]
+ScopeRule = Callable[[CoreSettings], tuple[Scope, ...] | None]
 _RULE = "plaudit_scope_rule"
 
 
-def check_bind_allowed(settings: Settings, host: str) -> None:
+def check_bind_allowed(settings: CoreSettings, host: str) -> None:
     """Refuse a non-loopback bind without API keys, or with a key shorter than the minimum."""
     if is_loopback(host):
         return
@@ -63,21 +63,21 @@ PLACEHOLDER = re.compile(
 )
 
 
-def placeholder_keys(settings: Settings) -> list[str]:
+def placeholder_keys(settings: CoreSettings) -> list[str]:
     """The configured keys that look like an example's placeholder."""
     return [k for k in settings.api_keys if PLACEHOLDER.search(k)]
 
 
-def short_keys(settings: Settings) -> list[str]:
+def short_keys(settings: CoreSettings) -> list[str]:
     """The configured keys shorter than ``security.min_key_chars``."""
     return [k for k in settings.api_keys if len(k) < settings.security.min_key_chars]
 
 
-def check_startup(settings: Settings) -> None:
+def check_startup(settings: CoreSettings) -> None:
     """Run in the app's lifespan, so every way of starting the app is covered (not only the
     ``plaudit`` command): refuses a non-loopback ``host`` without keys, warns of short keys."""
     check_bind_allowed(settings, settings.host)
-    warn_unknown()
+    warn_unknown(type(settings))
     if short_keys(settings):
         log.warning(
             "%d API key(s) are shorter than %d characters: they are accepted from loopback "
@@ -109,14 +109,14 @@ def principal_of(request: Request) -> str | None:
 
     Idempotency records are scoped with it; it is a hash, so the key never lands in the database.
     """
-    settings: Settings = request.app.state.settings
+    settings: CoreSettings = request.app.state.settings
     key = presented_key(request)
     if not settings.api_keys or key is None:
         return None
     return key_owner(key)
 
 
-def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
+def scopes_for(settings: CoreSettings, key: str | None) -> set[Scope] | None:
     """The scopes of a presented key, or None when the key is unknown."""
     if key is None:
         return None
@@ -126,7 +126,7 @@ def scopes_for(settings: Settings, key: str | None) -> set[Scope] | None:
     return None
 
 
-def refuse_open_server(connection: HTTPConnection, settings: Settings) -> PlauditError | None:
+def refuse_open_server(connection: HTTPConnection, settings: CoreSettings) -> PlauditError | None:
     """A server without keys answers loopback callers only, however it was started."""
     if settings.api_keys or _from_loopback(connection):
         return None
@@ -136,7 +136,7 @@ def refuse_open_server(connection: HTTPConnection, settings: Settings) -> Plaudi
     )
 
 
-def refuse_caller(connection: HTTPConnection, settings: Settings) -> PlauditError | None:
+def refuse_caller(connection: HTTPConnection, settings: CoreSettings) -> PlauditError | None:
     """Why this caller may not use the route it was routed to (None: it may).
 
     Reads headers and the matched route only, so it can run before the body is read.
@@ -155,7 +155,7 @@ def _from_loopback(connection: HTTPConnection) -> bool:
 
 
 def _check_key(
-    key: str | None, needed: tuple[Scope, ...], settings: Settings, from_loopback: bool
+    key: str | None, needed: tuple[Scope, ...], settings: CoreSettings, from_loopback: bool
 ) -> PlauditError | None:
     scopes = scopes_for(settings, key)
     if key is None or scopes is None:
@@ -172,7 +172,7 @@ def _check_key(
 
 
 def authorize(
-    settings: Settings, key: str | None, allowed: tuple[Scope, ...], from_loopback: bool = True
+    settings: CoreSettings, key: str | None, allowed: tuple[Scope, ...], from_loopback: bool = True
 ) -> Principal:
     """Check ``key`` and record the caller for tenant checks (see ``services.core.context``).
 
@@ -203,7 +203,7 @@ def scope_dependency(rule: ScopeRule) -> Callable[[Request], Awaitable[None]]:
     """A dependency requiring a scope that ``rule`` reads from settings (None: open)."""
 
     async def dependency(request: Request) -> None:
-        settings: Settings = request.app.state.settings
+        settings: CoreSettings = request.app.state.settings
         needed = rule(settings)
         if needed is None:
             principal_var.set(OPEN)
@@ -222,7 +222,7 @@ def caller_with(*scopes: Scope) -> Callable[[Request], Awaitable[Caller]]:
     """A FastAPI dependency: the :class:`Caller`, whose key must hold one of ``scopes``."""
 
     async def dependency(request: Request) -> Caller:
-        settings: Settings = request.app.state.settings
+        settings: CoreSettings = request.app.state.settings
         return authorize(settings, presented_key(request), scopes, _from_loopback(request))
 
     setattr(dependency, _RULE, lambda _: scopes)

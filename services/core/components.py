@@ -2,8 +2,10 @@
 registry of the services a process built.
 
 Each service folder exposes ``component()``: its router, the class of service it provides, a
-builder run in the lifespan, and the reward channels it contributes. Services find each other
-by type, never by a string::
+builder run in the lifespan, its settings section, the job kinds and reward channels it
+contributes, and what the landing page says of it. ``services/app.py`` lists the components
+of this build; settings, worker and app are all made from that one list (issue 20). Services
+find each other by type, never by a string::
 
     judge = resources.services.get_or_build(JudgeService, judge_component, resources)
 """
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from fastapi import APIRouter
 
 from services.core.channels import Channel
+from services.core.settings import CoreSettings, Section
 
 if TYPE_CHECKING:
     from services.core.resources import Resources
@@ -26,7 +29,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Component:
-    """One service: its router, what it provides, how to build it and the channels it adds."""
+    """One service: its router, what it provides, how to build it, its settings section, the
+    job kinds its build registers, the channels it adds and its rows on the landing page."""
 
     name: str
     router: APIRouter
@@ -34,6 +38,15 @@ class Component:
     build: Callable[[Resources], Any]
     needs_embedder: bool = False
     channels: Callable[[Any], Sequence[Channel]] | None = None
+    settings: type[Section] | None = None
+    jobs: tuple[str, ...] = ()
+    landing: Callable[[CoreSettings], Sequence[tuple[str, str]]] | None = None
+
+
+def settings_sections(components: Sequence[Component]) -> list[type[Section]]:
+    """The settings sections ``components`` declare, in their order (each once)."""
+    sections = [c.settings for c in components if c.settings is not None]
+    return list(dict.fromkeys(sections))
 
 
 class ServiceRegistry:
@@ -60,6 +73,9 @@ class ServiceRegistry:
         service = component.build(resources)
         if not isinstance(service, component.provides):
             raise TypeError(f"{component.name} built a {type(service).__name__}")
+        unregistered = set(component.jobs) - set(resources.job_registry.functions)
+        if unregistered:  # a worker builds the components that declare jobs (issue 20)
+            raise TypeError(f"{component.name} declares jobs it did not register: {unregistered}")
         self._services[component.provides] = service
         if component.channels is not None:
             for channel in component.channels(service):

@@ -23,7 +23,7 @@ from services.core.envelope import error_response
 from services.core.errors import DeadlineExceeded, PayloadTooLarge, PlauditError
 from services.core.limits import reset_limits, use_limits
 from services.core.metrics import Metrics
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        settings: Settings = scope["app"].state.settings
+        settings: CoreSettings = scope["app"].state.settings
         limits = settings.limits
         token = use_limits(limits)
         try:
@@ -97,7 +97,7 @@ def _check_length(scope: Scope, limit: int) -> PlauditError | None:
     return None
 
 
-def _guarded_receive(scope: Scope, receive: Receive, settings: Settings) -> Receive:
+def _guarded_receive(scope: Scope, receive: Receive, settings: CoreSettings) -> Receive:
     """``receive`` that checks the caller and the announced size before the first read, and
     stops a body growing past the limit."""
     limit = settings.limits.max_body_bytes

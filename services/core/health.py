@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from services.core.auth import scope_dependency
 from services.core.errors import BackendUnavailable
-from services.core.settings import Scope, Settings
+from services.core.settings import CoreSettings, Scope
 
 router = APIRouter()
 
@@ -32,7 +32,7 @@ async def ready(request: Request) -> dict[str, object]:
     return {"status": "ready", "checks": checks}
 
 
-def _metrics_scope(settings: Settings) -> tuple[Scope, ...] | None:
+def _metrics_scope(settings: CoreSettings) -> tuple[Scope, ...] | None:
     """What /metrics needs: the series carry every tenant's run ids, so with keys set an
     admin key unless the operator chose otherwise (issue 23)."""
     needed = settings.security.metrics_scope

@@ -23,10 +23,10 @@ async def put_locally(
     """A new version of ``name`` (current at once when it is the name's first, or when
     ``make_current``), migrating the database first when the settings allow it."""
     from services.core import db
-    from services.core.settings import get_settings
+    from services.core.settings import CoreSettings
     from services.core.store import ArtifactStore
 
-    settings = get_settings()
+    settings = CoreSettings()  # only the shared fields are read here
     url = settings.resolved_database_url
     if settings.auto_migrate:
         await db.upgrade_async(url)

@@ -5,7 +5,7 @@
 
 Example::
 
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 from judges.backends.base import JudgeBackend
 from judges.backends.factory import OnBatch, build_backend
 from judges.backends.settings import ModelSettings
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 
 
 def model_backend(
-    settings: Settings, role: str, model: ModelSettings, *, on_batch: OnBatch | None = None
+    settings: CoreSettings, role: str, model: ModelSettings, *, on_batch: OnBatch | None = None
 ) -> JudgeBackend:
     """``role``'s backend as ``model`` describes it, with this process's model cache folder
     and Redis (limits shared by replicas); ``on_batch`` sees the local backend's merged calls."""

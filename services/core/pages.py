@@ -5,6 +5,7 @@ CDN)."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 import fastapi_offline
@@ -14,7 +15,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 import services
-from services.core.settings import Settings
+from services.core.components import Component
+from services.core.settings import CoreSettings
 
 ASSETS = Path(fastapi_offline.__file__).parent / "static"
 ASSETS_URL = "/static/docs"
@@ -22,10 +24,11 @@ ASSETS_URL = "/static/docs"
 router = APIRouter(include_in_schema=False)
 
 
-def mount_pages(app: FastAPI, service_names: list[str]) -> None:
+def mount_pages(app: FastAPI, components: Sequence[Component]) -> None:
     """Serve ``/``, ``/docs`` and ``/redoc`` on ``app`` (build it with docs_url=None)."""
     app.mount(ASSETS_URL, StaticFiles(directory=ASSETS), name="docs-assets")
-    app.state.service_names = service_names
+    app.state.service_names = [c.name for c in components]
+    app.state.landing_rows = [c.landing for c in components if c.landing is not None]
     app.include_router(router)
 
 
@@ -54,16 +57,13 @@ async def redoc(request: Request) -> HTMLResponse:
 @router.get("/")
 async def landing(request: Request) -> HTMLResponse:
     """What this server is: version, services, the judge it asks, and where to go next."""
-    settings: Settings = request.app.state.settings
+    settings: CoreSettings = request.app.state.settings
     served: list[str] = request.app.state.service_names
-    names = ", ".join(served)
-    judge = settings.judge
-    model = judge.model or ("SmolLM2-135M-Instruct (bundled)" if judge.backend == "local" else "")
+    described = [row for rows_of in request.app.state.landing_rows for row in rows_of(settings)]
     rows = [
         ("version", services.__version__),
-        ("services", names),
-        ("judge backend", judge.backend),
-        ("judge model", model or "(asked from the server)"),
+        ("services", ", ".join(served)),
+        *described,
         ("storage", "embedded SQLite" if settings.database_url is None else "database URL set"),
         ("cache and jobs", "in-process" if settings.embedded else "Redis"),
     ]

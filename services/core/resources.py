@@ -27,7 +27,7 @@ from services.core.jobs.queues import JobQueue, make_job_queue
 from services.core.jobs.store import JobStore
 from services.core.metrics import Metrics
 from services.core.records import ScoredGroupRepository
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.core.store import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Resources:
-    settings: Settings
+    settings: CoreSettings
     metrics: Metrics
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
@@ -120,7 +120,7 @@ class Resources:
 
 
 async def open_resources(
-    settings: Settings,
+    settings: CoreSettings,
     metrics: Metrics,
     *,
     needs_embedder: bool,

@@ -1,18 +1,22 @@
-"""Plaudit settings, read from the environment (prefix ``PLAUDIT_``) and an optional ``.env``.
+"""The settings every Plaudit process shares, read from the environment (prefix ``PLAUDIT_``)
+and an optional ``.env``, and the way a service adds its own section.
 
-Nothing here is built at import: call :func:`get_settings` (or construct :class:`Settings`
-directly in tests) when a process starts.
+A service's section is a :class:`Section` that its component declares; ``services.settings``
+composes :class:`CoreSettings` with the sections of the services ``services/app.py`` lists
+(issue 20: core names no service). A service reads its section with ``JudgeSettings.of(s)``.
+Nothing here is built at import: call ``services.settings.get_settings()`` when a process starts.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import platformdirs
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.core.embedder_settings import EmbedderSettings
@@ -22,14 +26,6 @@ from services.core.reliability_settings import (
     LimitsSettings,
     SecuritySettings,
 )
-from services.diversity.settings import DiversitySettings
-from services.judge.settings import JudgeSettings
-from services.karma.settings import KarmaSettings
-from services.memory.settings import MemorySettings
-from services.ordinal.settings import OrdinalSettings
-from services.protocols.settings import ProtocolsSettings
-from services.rubrics.settings import RubricsSettings
-from services.simulator.settings import SimulatorSettings
 
 
 class Scope(StrEnum):
@@ -44,8 +40,39 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("plaudit", appauthor=False))
 
 
-class Settings(BaseSettings):
-    """Every knob of a Plaudit process. Defaults give the embedded, zero-configuration setup."""
+class Section(BaseModel):
+    """A service's settings section, spelt ``PLAUDIT_<SECTION>_<FIELD>`` in the environment.
+
+    Subclasses name their section: ``section_name: ClassVar[str] = "judge"``.
+    """
+
+    section_name: ClassVar[str]
+    _defined: ClassVar[dict[str, type[Section]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "section_name" in cls.__dict__:
+            Section._defined[cls.section_name] = cls
+
+    @classmethod
+    def defined(cls) -> list[type[Section]]:
+        """Every section whose module this process imported: what a one-service app composes
+        when it is given no settings (its services' sections and those of the services they
+        build on, which they import)."""
+        return list(Section._defined.values())
+
+    @classmethod
+    def of(cls, settings: CoreSettings) -> Self:
+        """This section of ``settings`` (a LookupError when the process was composed without it)."""
+        found = getattr(settings, cls.section_name, None)
+        if not isinstance(found, cls):
+            raise LookupError(f"these settings have no {cls.section_name!r} section")
+        return found
+
+
+class CoreSettings(BaseSettings):
+    """The knobs every Plaudit process shares. Defaults give the embedded, zero-configuration
+    setup; the services' sections are added by :func:`compose_settings`."""
 
     model_config = SettingsConfigDict(
         env_prefix="PLAUDIT_",
@@ -92,15 +119,10 @@ class Settings(BaseSettings):
         "can be audited and rescored (POST /v1/runs/{run_id}/rescore); false keeps scores only",
     )
 
-    # One section per service; each service receives only its own. The environment spells a
-    # section's field PLAUDIT_<SECTION>_<FIELD> (PLAUDIT_JUDGE_BACKEND -> settings.judge.backend),
-    # and so may keyword arguments (Settings(judge_backend="openai")).
+    # Sections: the environment spells a section's field PLAUDIT_<SECTION>_<FIELD>
+    # (PLAUDIT_JUDGE_BACKEND -> JudgeSettings.of(settings).backend), and so may keyword
+    # arguments (Settings(judge_backend="openai")).
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
-    ordinal: OrdinalSettings = Field(default_factory=OrdinalSettings)
-    diversity: DiversitySettings = Field(default_factory=DiversitySettings)
-    judge: JudgeSettings = Field(default_factory=JudgeSettings)
-    protocols: ProtocolsSettings = Field(default_factory=ProtocolsSettings)
-    rubrics: RubricsSettings = Field(default_factory=RubricsSettings)
 
     @model_validator(mode="before")
     @classmethod
@@ -116,17 +138,18 @@ class Settings(BaseSettings):
 
     jobs: JobsSettings = Field(default_factory=JobsSettings)
 
-    karma: KarmaSettings = Field(default_factory=KarmaSettings)
-
-    memory: MemorySettings = Field(default_factory=MemorySettings)
-    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+    @field_validator("model_cache_dir", "datasets_dir", "shared_data_dir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """``PLAUDIT_SHARED_DATA_DIR=`` means unset, not the current folder."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("log_level")
     @classmethod
     def _upper(cls, value: str) -> str:
         return value.upper()
 
-    def with_overrides(self, **fields: Any) -> Settings:
+    def with_overrides(self, **fields: Any) -> Self:
         """A validated copy with ``fields`` replaced; section fields may be spelled flat.
 
         Example: ``settings.with_overrides(judge_backend="openai", port=9000)``.
@@ -155,6 +178,17 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         """True when no external Redis is configured (in-process cache and jobs)."""
         return self.redis_url is None
+
+
+def compose_settings(sections: Iterable[type[Section]]) -> type[CoreSettings]:
+    """:class:`CoreSettings` with one field per section (a section listed twice counts once)."""
+    fields: dict[str, Any] = {}
+    for section in sections:
+        name = section.section_name
+        if name in CoreSettings.model_fields or fields.get(name, (section,))[0] is not section:
+            raise ValueError(f"two settings sections are called {name!r}")
+        fields[name] = (section, Field(default_factory=section))
+    return create_model("Settings", __base__=CoreSettings, __module__=__name__, **fields)
 
 
 def fold_section_fields(settings: type[BaseSettings], data: dict[str, Any]) -> dict[str, Any]:
@@ -196,8 +230,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def get_settings() -> Settings:
-    """Read settings from the environment now (never cached at import)."""
-    return Settings()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
 
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 
 log = logging.getLogger("plaudit.settings")
 
@@ -44,10 +44,10 @@ TESTS = "PLAUDIT_TEST_"
 RENAMED = {"PLAUDIT_PROTOCOL_": "PLAUDIT_PROTOCOLS_"}
 
 
-def settings_variables() -> set[str]:
-    """Every variable :class:`Settings` reads: PLAUDIT_<FIELD>, PLAUDIT_<SECTION>_<FIELD>."""
+def settings_variables(settings: type[CoreSettings]) -> set[str]:
+    """Every variable ``settings`` reads: PLAUDIT_<FIELD>, PLAUDIT_<SECTION>_<FIELD>."""
     names = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in settings.model_fields.items():
         section = field.annotation
         if isinstance(section, type) and issubclass(section, BaseModel):
             # a model role's flat spellings too (PLAUDIT_MEMORY_LLM_BASE_URL, issue 19)
@@ -59,9 +59,9 @@ def settings_variables() -> set[str]:
     return names
 
 
-def known_variables() -> set[str]:
-    """The settings' variables and the client's."""
-    return settings_variables() | CLIENT_VARIABLES
+def known_variables(settings: type[CoreSettings]) -> set[str]:
+    """The variables of ``settings`` and the client's."""
+    return settings_variables(settings) | CLIENT_VARIABLES
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:
@@ -74,9 +74,12 @@ def closest(name: str, known: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
-    """``PLAUDIT_`` names in ``environ`` that nothing reads -> the closest known name."""
-    known = known_variables()
+def unknown_variables(
+    environ: Mapping[str, str], settings: type[CoreSettings]
+) -> dict[str, str | None]:
+    """``PLAUDIT_`` names in ``environ`` that neither ``settings`` nor the client reads -> the
+    closest known name."""
+    known = known_variables(settings)
     return {
         name: closest(name, known)
         for name in sorted(environ)
@@ -86,9 +89,12 @@ def unknown_variables(environ: Mapping[str, str]) -> dict[str, str | None]:
     }
 
 
-def warn_unknown(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    """Log a warning for each unknown ``PLAUDIT_`` variable; returns them."""
-    unknown = unknown_variables(os.environ if environ is None else environ)
+def warn_unknown(
+    settings: type[CoreSettings], environ: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """Log a warning for each ``PLAUDIT_`` variable that ``settings`` does not read; returns
+    them."""
+    unknown = unknown_variables(os.environ if environ is None else environ, settings)
     for name, guess in unknown.items():
         hint = f"; did you mean {guess}?" if guess else ""
         log.warning("%s is not a Plaudit setting and is ignored%s", name, hint)

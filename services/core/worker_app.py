@@ -17,8 +17,8 @@ FACTORY_VAR = "_PLAUDIT_SERVE_FACTORY"
 def create_app() -> Any:
     """Configure logging, then build the app the parent process chose."""
     from services.core.context import configure_logging
-    from services.core.settings import get_settings
+    from services.core.settings import CoreSettings
 
-    configure_logging(get_settings().log_level)
+    configure_logging(CoreSettings().log_level)
     module, _, name = os.environ[FACTORY_VAR].partition(":")
     return getattr(importlib.import_module(module), name)()

@@ -35,8 +35,8 @@ def _dataset(name: str) -> registry.Dataset:
 @data_app.command("list")
 def list_() -> None:
     """Each dataset: whether it is here, its source and licence."""
-    from services.core.settings import get_settings
     from services.datasets.store import locate
+    from services.settings import get_settings
 
     settings = get_settings()
     for dataset in registry.DATASETS.values():
@@ -64,10 +64,10 @@ def fetch(
     sample: Annotated[bool, typer.Option(help="the small sample shipped with Plaudit")] = False,
 ) -> None:
     """Download (or take ``--from``) the dataset, build it into the data directory, verify it."""
-    from services.core.settings import get_settings
     from services.datasets.builders import BuildError
     from services.datasets.store import fetch as fetch_dataset
     from services.datasets.store import verify
+    from services.settings import get_settings
 
     dataset, settings = _dataset(name), get_settings()
     if sample and from_ is not None:
@@ -86,8 +86,8 @@ def fetch(
 @data_app.command("verify")
 def verify_(name: NameArg) -> None:
     """Check the dataset's files against their recorded checksums."""
-    from services.core.settings import get_settings
     from services.datasets.store import locate, missing_hint, verify
+    from services.settings import get_settings
 
     dataset = _dataset(name)
     folder = locate(get_settings(), name)

@@ -21,12 +21,12 @@ from services.datasets.builders import BUILDERS, BuildError, Progress
 from services.datasets.registry import Dataset
 
 if TYPE_CHECKING:
-    from services.core.settings import Settings
+    from services.core.settings import CoreSettings
 
 MANIFEST = "MANIFEST.json"
 
 
-def locate(settings: Settings, name: str) -> Path:
+def locate(settings: CoreSettings, name: str) -> Path:
     """The folder that holds dataset ``name``: the fetched copy, else the shared copy, else the
     place a fetch would put it (missing; see :func:`missing_hint`)."""
     fetched = settings.datasets_root / name
@@ -37,7 +37,7 @@ def locate(settings: Settings, name: str) -> Path:
     return fetched
 
 
-def dataset_folder(settings: Settings, name: str, configured: Path | None) -> Path:
+def dataset_folder(settings: CoreSettings, name: str, configured: Path | None) -> Path:
     """``configured`` (a service's own data_dir setting) when set, else :func:`locate`."""
     return configured if configured is not None else locate(settings, name)
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import ClassVar
+
+from pydantic import Field
+
+from services.core.settings import Section
 
 
-class DiversitySettings(BaseModel):
+class DiversitySettings(Section):
     """The size of one diversity request."""
+
+    section_name: ClassVar[str] = "diversity"
 
     max_completions: int = Field(default=64, ge=2, description="completions per group")
     max_groups: int = Field(default=256, ge=1, description="groups per batch request")

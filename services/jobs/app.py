@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.jobs.probe import PROBE, run_probe
 from services.jobs.router import router
 from services.jobs.service import JobsService
@@ -20,8 +20,14 @@ def component() -> Component:
         resources.job_registry.register(PROBE, run_probe)
         return JobsService(resources.jobs)
 
-    return Component(name="jobs", router=router, provides=JobsService, build=build)
+    return Component(
+        name="jobs",
+        router=router,
+        provides=JobsService,
+        build=build,
+        jobs=(PROBE,),
+    )
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     return build_app([component()], settings, title="Plaudit jobs", **collaborators)

@@ -17,24 +17,27 @@ from arq.worker import Worker
 from redis.backoff import AbstractBackoff, EqualJitterBackoff
 from redis.exceptions import RedisError
 
+from services.core.components import Component
 from services.core.jobs.queues import make_worker
 from services.core.jobs.runner import JobRunner
 from services.core.jobs.settings import JobsSettings
 from services.core.metrics import Metrics
 from services.core.resources import open_resources
-from services.core.settings import Settings
-from services.jobs.registry import build_job_services, job_components
+from services.core.settings import CoreSettings
 
 log = logging.getLogger(__name__)
 
 
-async def run_worker(settings: Settings, *, burst: bool = False) -> None:
+async def run_worker(settings: CoreSettings, *, burst: bool = False) -> None:
     """Run queued jobs until stopped (SIGINT/SIGTERM), or until the queue is empty (burst)."""
     if not settings.redis_url:
         raise ValueError("a worker needs PLAUDIT_REDIS_URL")
-    needs_embedder = any(c.needs_embedder for c in job_components())
+    built = job_components()
+    needs_embedder = any(c.needs_embedder for c in built)
     resources = await open_resources(settings, Metrics(), needs_embedder=needs_embedder)
-    registry = build_job_services(resources)
+    for component in built:
+        resources.services.build(component, resources)
+    registry = resources.job_registry
     await resources.jobs.start()
     resources.start_loading()
     runner = JobRunner(resources.jobs.store, registry, settings.jobs, role="worker")
@@ -51,6 +54,14 @@ async def run_worker(settings: Settings, *, burst: bool = False) -> None:
         await resources.jobs.close()  # no more sweeps: this process's lease is about to lapse
         await runner.close()
         await resources.aclose()
+
+
+def job_components() -> list[Component]:
+    """The components of this build (``services/app.py``) that run jobs: what a worker builds,
+    so that the judge an evaluation job measures is the one a server would serve."""
+    from services.app import components  # the one list of services (issue 20)
+
+    return [component for component in components() if component.jobs]
 
 
 async def ride_out_outages(worker: Worker, settings: JobsSettings) -> None:

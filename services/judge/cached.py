@@ -65,7 +65,9 @@ class CachedJudge:
             "model": info.model_id,
             "scoring": {k: info.details.get(k) for k in _SCORING_DETAILS},
             "op": op,
-            "request": dataclasses.asdict(request),
+            # Fields one level deep: json.dumps walks the rest, and the text (so the key)
+            # equals what dataclasses.asdict gave, at half its CPU (issue 19).
+            "request": _fields(request),
         }
         raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
         return f"judge:{hashlib.sha256(raw.encode()).hexdigest()}"
@@ -188,8 +190,16 @@ class CachedJudge:
             self._metrics.judge_cache.labels(outcome).inc()
 
 
+def _fields(item: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, values as they are (no deep copy)."""
+    return {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
+
+
 def _encode(result: ChoiceResult | GenerateResult) -> bytes:
-    return json.dumps(dataclasses.asdict(result)).encode()
+    data = _fields(result)
+    if isinstance(result, GenerateResult):
+        data["samples"] = [_fields(sample) for sample in result.samples]
+    return json.dumps(data).encode()
 
 
 def _decode(result_type: type[Res], raw: bytes) -> Res:

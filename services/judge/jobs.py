@@ -18,10 +18,11 @@ from services.core.auth import Caller
 from services.core.errors import Forbidden, InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.server_files import regular_file
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.judge import evaluation as ev
 from services.judge.schemas import EvaluationRequest, JudgeOptions
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 
 EVALUATION = "judge.evaluation"
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def _config(
 def evaluation_job(
     service: JudgeService,
     backend: JudgeBackend,
-    settings: Settings,
+    settings: CoreSettings,
     loaded: Callable[[], Awaitable[None]],
 ) -> JobFunction:
     """The ``judge.evaluation`` job, bound to this process's judge."""
@@ -188,7 +189,7 @@ def evaluation_job(
             request,
             votes,
             backend=backend,
-            backend_kind=settings.judge.backend,
+            backend_kind=JudgeSettings.of(settings).backend,
             progress=progress,
             resumed=resumed,
             judged=judged,
@@ -231,7 +232,7 @@ def register(
     registry: JobRegistry,
     service: JudgeService,
     backend: JudgeBackend,
-    settings: Settings,
+    settings: CoreSettings,
     loaded: Callable[[], Awaitable[None]],
 ) -> None:
     """Register ``judge.evaluation`` for this process's judge."""

@@ -6,13 +6,18 @@ The judge's model fields (backend, model, timeouts, limits, ...) are the shared
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, SecretStr
 
 from judges.backends.settings import ModelSettings
+from services.core.settings import Section
 
 
-class JudgeSettings(ModelSettings):
+class JudgeSettings(ModelSettings, Section):
     """Which judge model answers (:class:`ModelSettings`), and the limits of one judge request."""
+
+    section_name: ClassVar[str] = "judge"
 
     cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
     max_group_size: int = Field(default=32, ge=2)

@@ -9,18 +9,19 @@ from fastapi import FastAPI
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.jobs.app import component as jobs_component
 from services.karma import jobs
 from services.karma.channels import karma_channels
 from services.karma.router import router
 from services.karma.service import KarmaService
+from services.karma.settings import KarmaSettings
 
 
 def component() -> Component:
     def build(resources: Resources) -> KarmaService:
         service = KarmaService(
-            resources.settings.karma,
+            KarmaSettings.of(resources.settings),
             resources.artifacts,
             on_batch=resources.metrics.observe_batch,
             training=lambda name: jobs.training_under(resources.jobs.store, name),
@@ -35,10 +36,12 @@ def component() -> Component:
         provides=KarmaService,
         build=build,
         channels=karma_channels,
+        settings=KarmaSettings,
+        jobs=(jobs.TRAIN,),
     )
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     """KARMA scoring and training, and the job API its training runs under."""
     components = [component(), jobs_component()]
     return build_app(components, settings, title="Plaudit KARMA", **collaborators)

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from offline.jobs_cli import ApiKey
+from services.karma.settings import KarmaSettings
 
 karma_app = typer.Typer(
     help="KARMA: a reward model of how replies were valued (karma).", rich_markup_mode=None
@@ -29,7 +30,7 @@ karma_app = typer.Typer(
 def _settings() -> tuple[Path, Path, Path]:
     """The reddit_karma folder, the models folder and the embedding cache, from settings."""
     try:
-        from services.core.settings import get_settings
+        from services.settings import get_settings
     except ImportError as exc:
         typer.echo(
             f"error: the training parts are not installed ({exc}); pip install 'plaudit[train]'"
@@ -38,8 +39,12 @@ def _settings() -> tuple[Path, Path, Path]:
     from services.datasets.store import dataset_folder
 
     settings = get_settings()
-    data_dir = dataset_folder(settings, "reddit_karma", settings.karma.data_dir)
-    return data_dir, settings.karma.models_dir, settings.karma.embeddings_dir
+    data_dir = dataset_folder(settings, "reddit_karma", KarmaSettings.of(settings).data_dir)
+    return (
+        data_dir,
+        KarmaSettings.of(settings).models_dir,
+        KarmaSettings.of(settings).embeddings_dir,
+    )
 
 
 @karma_app.command("train")

@@ -23,11 +23,12 @@ from services.core.jobs.context import JobCancelled, JobContext, JobFunction, Jo
 from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.jobs.store import ACTIVE, JobStore
 from services.core.server_files import model_folder
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
 from services.karma.data import SHARED_FILES, KarmaDataError, load_data
 from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
+from services.karma.settings import KarmaSettings
 from services.karma.training import BUNDLED
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ STAGES = {"load": "loading", "train": "training", "evaluate": "evaluating", "sav
 CHECK_NOW_BYTES = 50 * 2**20
 
 
-def data_path(data: str, settings: Settings) -> Path:
+def data_path(data: str, settings: CoreSettings) -> Path:
     """Where ``data`` lives on this server: the shared folder for ``reddit_karma``, else a path
     (relative: under the data directory) inside one of the allowed folders."""
     if data == "reddit_karma":
@@ -58,17 +59,17 @@ def data_path(data: str, settings: Settings) -> Path:
     return path
 
 
-def karma_dir(settings: Settings) -> Path:
+def karma_dir(settings: CoreSettings) -> Path:
     """The reddit_karma folder: PLAUDIT_KARMA_DATA_DIR, else the fetched dataset."""
-    return dataset_folder(settings, "reddit_karma", settings.karma.data_dir)
+    return dataset_folder(settings, "reddit_karma", KarmaSettings.of(settings).data_dir)
 
 
-def allowed_roots(settings: Settings) -> list[Path]:
-    roots = [settings.data_dir, karma_dir(settings), *settings.karma.data_roots]
+def allowed_roots(settings: CoreSettings) -> list[Path]:
+    roots = [settings.data_dir, karma_dir(settings), *KarmaSettings.of(settings).data_roots]
     return [root.expanduser().resolve() for root in roots]
 
 
-async def check_request(request: TrainRequest, settings: Settings) -> None:
+async def check_request(request: TrainRequest, settings: CoreSettings) -> None:
     """Refuse at once what the job would fail on: data that is missing, outside the allowed
     folders or (for a JSONL) unusable, and a base model that is not a folder."""
     path = data_path(request.data, settings)
@@ -93,7 +94,7 @@ async def check_request(request: TrainRequest, settings: Settings) -> None:
         )
 
 
-def _check_jsonl(path: Path, request: TrainRequest, settings: Settings) -> None:
+def _check_jsonl(path: Path, request: TrainRequest, settings: CoreSettings) -> None:
     data = load_data(path, karma_dir(settings))
     for split in ("train", request.eval_split):
         if not data.split(split).pairs:
@@ -104,7 +105,7 @@ def _check_jsonl(path: Path, request: TrainRequest, settings: Settings) -> None:
             )
 
 
-def train_job(service: KarmaService, settings: Settings) -> JobFunction:
+def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
     """The ``karma.train`` job, saving into this process's artifact store."""
 
     async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +131,7 @@ def train_job(service: KarmaService, settings: Settings) -> JobFunction:
                 config,
                 data_dir=karma_dir(settings),
                 models_dir=work,
-                cache_dir=settings.karma.embeddings_dir,
+                cache_dir=KarmaSettings.of(settings).embeddings_dir,
                 progress=reporter,
             )
             await ctx.progress(1, 2, "saving")
@@ -216,6 +217,6 @@ async def training_under(store: JobStore, name: str) -> bool:
     return False
 
 
-def register(registry: JobRegistry, service: KarmaService, settings: Settings) -> None:
+def register(registry: JobRegistry, service: KarmaService, settings: CoreSettings) -> None:
     """Register ``karma.train`` for this process's KARMA service."""
     registry.register(TRAIN, train_job(service, settings))

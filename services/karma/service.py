@@ -6,7 +6,7 @@ that serves. The first version of a name serves at once; later ones serve when p
 Scoring resolves the serving version (re-read every ``refresh_s``, so a promotion made by
 another process shows quickly) and scores through that version's micro-batching worker::
 
-    service = KarmaService(settings.karma, resources.artifacts)
+    service = KarmaService(KarmaSettings.of(settings), resources.artifacts)
     answer = await service.score(ScoreRequest(context="Any tips?", replies=["a", "b"]))
     answer.scores, answer.model.version
 """

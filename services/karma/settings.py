@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from services.core.settings import Section
 
 
 def default_models_dir() -> Path:
@@ -13,8 +16,10 @@ def default_models_dir() -> Path:
     return Path(platformdirs.user_cache_dir("plaudit-karma", appauthor=False)) / "models"
 
 
-class KarmaSettings(BaseModel):
+class KarmaSettings(Section):
     """``PLAUDIT_KARMA_DATA_DIR``, ``PLAUDIT_KARMA_MODELS_DIR``, ``PLAUDIT_KARMA_MODEL``, ..."""
+
+    section_name: ClassVar[str] = "karma"
 
     data_dir: Path | None = Field(
         default=None,

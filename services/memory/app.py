@@ -20,13 +20,15 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.model_layer import model_backend
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.jobs.app import component as jobs_component
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.memory.repository import MemoryRepository
 from services.memory.revision import REVISE
 from services.memory.router import router
 from services.memory.service import MemoryService
+from services.memory.settings import MemorySettings
 from services.rewards.app import component as rewards_component
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.service import RubricsService
@@ -40,7 +42,7 @@ def component() -> Component:
         judge = resources.services.require(JudgeService)
         assert resources.embedder is not None
         service = MemoryService(
-            resources.settings.memory,
+            MemorySettings.of(resources.settings),
             MemoryRepository(resources.sessions),
             rubrics,
             resources.embedder,
@@ -54,7 +56,13 @@ def component() -> Component:
         return service
 
     return Component(
-        name="memory", router=router, provides=MemoryService, build=build, needs_embedder=True
+        name="memory",
+        router=router,
+        provides=MemoryService,
+        build=build,
+        needs_embedder=True,
+        settings=MemorySettings,
+        jobs=(REVISE,),
     )
 
 
@@ -64,7 +72,7 @@ def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
     if given is not None:
         return given
     settings = resources.settings
-    own = resolve_role(settings.memory.llm, settings.judge)
+    own = resolve_role(MemorySettings.of(settings).llm, JudgeSettings.of(settings))
     if own is None:
         cached = judge.cached_judge
         return lambda requests: cached.generate(requests)
@@ -73,7 +81,7 @@ def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
     return backend.generate
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     """The memory with the rubrics, rewards and job APIs it works with."""
     components = [rubrics_component(), rewards_component(), component(), jobs_component()]
     return build_app(components, settings, title="Plaudit memory", **collaborators)

@@ -21,7 +21,8 @@ from typing import Any
 
 from services.core.context import current_principal
 from services.core.errors import Conflict, NotFound
-from services.core.models import MemoryRevision, utcnow
+from services.core.models import utcnow
+from services.memory.models import MemoryRevision
 from services.memory.operations import accepted_from_wire
 from services.memory.repository import MemoryRepository
 from services.memory.revision import Reviser

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.core.models import MemoryRevision, MemoryRollout
 from services.core.schemas import CompletionItem
 from services.memory import guard
+from services.memory.models import MemoryRevision, MemoryRollout
 from services.memory.operations import Checked, PastOperation
 from services.memory.repository import MemoryRepository
 from services.memory.settings import MemorySettings

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.core.models import MemoryRecordRow, MemoryRollout, utcnow
+from services.core.models import utcnow
 from services.memory import stats as st
+from services.memory.models import MemoryRecordRow, MemoryRollout
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps

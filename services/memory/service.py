@@ -20,12 +20,13 @@ from judges.generation import GenerateFn
 from services.core.context import current_principal
 from services.core.errors import NotFound
 from services.core.jobs.queues import JobQueue
-from services.core.models import MemoryRecordRow, MemoryRevision, utcnow
+from services.core.models import utcnow
 from services.core.schemas import Page
 from services.judge.service import prompt_text
 from services.memory import retrieval as rt
 from services.memory.approval import Approvals
 from services.memory.ingest import IngestQueue
+from services.memory.models import MemoryRecordRow, MemoryRevision
 from services.memory.recorder import Recorder, TextEmbedder
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.revision import REVISE, Reviser

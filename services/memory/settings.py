@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
+from services.core.settings import Section
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(Section):
     """How the memory takes scored groups in, summarises steps and revises rubrics."""
+
+    section_name: ClassVar[str] = "memory"
 
     @model_validator(mode="before")
     @classmethod

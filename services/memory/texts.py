@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.core.models import MemoryRollout
 from services.memory import llm
+from services.memory.models import MemoryRollout
 from services.rubrics.schemas import Criterion, RubricOut
 
 

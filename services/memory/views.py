@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from services.core.models import MemoryRecordRow, MemoryRevision, MemoryRun
+from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRun
 from services.memory.retrieval import Candidate
 from services.memory.schemas import (
     AnalysisOut,

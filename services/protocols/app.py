@@ -10,6 +10,7 @@ from services.core.components import Component
 from services.core.resources import Resources
 from services.protocols.router import router
 from services.protocols.service import ProtocolService
+from services.protocols.settings import ProtocolsSettings
 from services.rewards.app import component as rewards_component
 from services.rewards.service import RewardsService
 
@@ -20,7 +21,9 @@ def component() -> Component:
     def build(resources: Resources) -> ProtocolService:
         rewards = resources.services.get_or_build(RewardsService, rewards_component, resources)
         service = ProtocolService(
-            rewards, resources.settings.protocols, redis_url=resources.settings.redis_url
+            rewards,
+            ProtocolsSettings.of(resources.settings),
+            redis_url=resources.settings.redis_url,
         )
         resources.closers.append(service.aclose)
         return service
@@ -31,4 +34,5 @@ def component() -> Component:
         provides=ProtocolService,
         build=build,
         needs_embedder=True,
+        settings=ProtocolsSettings,
     )

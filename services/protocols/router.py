@@ -17,7 +17,7 @@ from services.core.auth import authorize, require_scope, scopes_for
 from services.core.deps import service_of
 from services.core.errors import Unauthorized
 from services.core.schemas import ID_PATTERN, INT32_MAX
-from services.core.settings import Scope, Settings
+from services.core.settings import CoreSettings, Scope
 from services.protocols.schemas import (
     FailurePolicy,
     OpenRLHFRequest,
@@ -36,7 +36,7 @@ async def require_trainer_key(request: Request) -> None:
     OpenRLHF and slime send no headers of their own, but their HTTP clients turn credentials
     in the URL into Basic auth: ``http://plaudit:KEY@host:8000/get_reward`` (or ``KEY@host``).
     """
-    settings: Settings = request.app.state.settings
+    settings: CoreSettings = request.app.state.settings
     key = _basic_key(request)
     if key is None:
         await _reward_scope(request)

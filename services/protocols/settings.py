@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from services.core.settings import Section
 
 
-class ProtocolsSettings(BaseModel):
+class ProtocolsSettings(Section):
     """How ``/get_reward`` (OpenRLHF) and ``/slime/reward`` (slime) score by default."""
+
+    section_name: ClassVar[str] = "protocols"
 
     spec: dict[str, Any] | None = Field(
         default=None,

@@ -14,6 +14,7 @@ from services.diversity.service import DiversityService
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rewards.named import NamedSpecs
+from services.rewards.rescore import RESCORE
 from services.rewards.rescore import register as register_rescore
 from services.rewards.router import router
 from services.rewards.run_metrics import RunMetrics
@@ -44,4 +45,5 @@ def component() -> Component:
         provides=RewardsService,
         build=build,
         needs_embedder=True,
+        jobs=(RESCORE,),
     )

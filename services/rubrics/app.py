@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rubrics.channels import rubric_channels
@@ -21,6 +21,7 @@ from services.rubrics.judging import RubricJudge
 from services.rubrics.repository import SqlRubricRepository
 from services.rubrics.router import router
 from services.rubrics.service import RubricsService
+from services.rubrics.settings import RubricsSettings
 
 
 def component() -> Component:
@@ -28,7 +29,7 @@ def component() -> Component:
 
     def build(resources: Resources) -> RubricsService:
         judge = resources.services.get_or_build(JudgeService, judge_component, resources)
-        settings = resources.settings.rubrics
+        settings = RubricsSettings.of(resources.settings)
         return RubricsService(
             settings,
             SqlRubricRepository(resources.sessions),
@@ -46,13 +47,15 @@ def component() -> Component:
         provides=RubricsService,
         build=build,
         channels=rubric_channels,
+        settings=RubricsSettings,
     )
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     """Rubrics, their synthesis, and the job API synthesis runs under."""
     from services.jobs.app import component as jobs_component
     from services.rubrics.synthesis.app import component as synthesis_component
+    from services.runs.app import component as runs_component  # its runs, listed
 
-    components = [synthesis_component(), component(), jobs_component()]
+    components = [synthesis_component(), component(), jobs_component(), runs_component()]
     return build_app(components, settings, title="Plaudit rubrics", **collaborators)

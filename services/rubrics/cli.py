@@ -153,7 +153,7 @@ def _services() -> Any:
     from contextlib import asynccontextmanager
 
     from services.app import create_app
-    from services.core.settings import get_settings
+    from services.settings import get_settings
 
     @asynccontextmanager
     async def opened() -> Any:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
+from services.core.settings import Section
 
 
-class RubricsSettings(BaseModel):
+class RubricsSettings(Section):
     """The size limits of a rubric and of one scoring request."""
+
+    section_name: ClassVar[str] = "rubrics"
 
     @model_validator(mode="before")
     @classmethod

@@ -12,11 +12,13 @@ from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.model_layer import model_backend
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.jobs.app import component as jobs_component
+from services.judge.settings import JudgeSettings
 from services.simulator import jobs
 from services.simulator.router import router
 from services.simulator.service import SimulatorService
+from services.simulator.settings import SimulatorSettings
 
 
 def base_backend(resources: Resources) -> tuple[JudgeBackend, bool]:
@@ -26,14 +28,14 @@ def base_backend(resources: Resources) -> tuple[JudgeBackend, bool]:
     if given is not None:
         return given, False
     observe = resources.metrics.observe_batch
-    own = resolve_role(settings.simulator.llm, settings.judge)
+    own = resolve_role(SimulatorSettings.of(settings).llm, JudgeSettings.of(settings))
     if own is not None:
         return model_backend(settings, "simulator", own, on_batch=observe), True
     shared = resources.models.get("judge") or resources.extras.get("judge_backend")
     if isinstance(shared, JudgeBackend):
         return shared, False
     # The simulator served without the judge: the judge's model, built for the simulator.
-    return model_backend(settings, "judge", settings.judge, on_batch=observe), True
+    return model_backend(settings, "judge", JudgeSettings.of(settings), on_batch=observe), True
 
 
 def component() -> Component:
@@ -58,10 +60,12 @@ def component() -> Component:
         provides=SimulatorService,
         build=build,
         needs_embedder=True,
+        settings=SimulatorSettings,
+        jobs=(jobs.CALIBRATE,),
     )
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     """The simulator and the job API its calibrations run under."""
     components = [component(), jobs_component()]
     return build_app(components, settings, title="Plaudit simulator", **collaborators)

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from offline.jobs_cli import ApiKey
+from services.simulator.settings import SimulatorSettings
 
 simulator_app = typer.Typer(
     help="The user simulator: calibrate it to real users, measure it.", rich_markup_mode=None
@@ -32,7 +33,7 @@ DataOption = Annotated[
 
 def _settings() -> Any:
     try:
-        from services.core.settings import get_settings
+        from services.settings import get_settings
     except ImportError as exc:
         typer.echo(
             f"error: the server parts are not installed ({exc}); pip install 'plaudit[serve]'"
@@ -118,7 +119,7 @@ def calibrate_command(
             config,
             base_dir=base_model_dir(settings),
             data_dir=uss_dir(settings),
-            roots=settings.simulator.data_roots,
+            roots=SimulatorSettings.of(settings).data_roots,
             out=folder,
             embed=load_embedder("bundled").embed,
             progress=_Printer(),
@@ -199,7 +200,9 @@ def evaluate_command(
         seed=seed,
     )
     try:
-        dialogues = uss.load(config.data, uss_dir(settings), settings.simulator.data_roots)
+        dialogues = uss.load(
+            config.data, uss_dir(settings), SimulatorSettings.of(settings).data_roots
+        )
         if split == "train":
             dialogues = [d for d in dialogues if d.split == "train"]
             config = config.model_copy(update={"eval_split": "test"})

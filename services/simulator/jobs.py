@@ -21,37 +21,39 @@ import numpy.typing as npt
 from judges.backends.settings import resolve_role
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
+from services.judge.settings import JudgeSettings
 from services.karma.jobs import _keeping_threads, _Reporter
 from services.simulator.data import resolve_source
 from services.simulator.schemas import CalibrationRequest
 from services.simulator.service import SimulatorService, headline
+from services.simulator.settings import SimulatorSettings
 
 CALIBRATE = "simulator.calibrate"
 
 
-def uss_dir(settings: Settings) -> Path:
+def uss_dir(settings: CoreSettings) -> Path:
     """The USS dialogues folder: PLAUDIT_SIMULATOR_DATA_DIR, else the fetched uss dataset."""
-    return dataset_folder(settings, "uss", settings.simulator.data_dir)
+    return dataset_folder(settings, "uss", SimulatorSettings.of(settings).data_dir)
 
 
-async def check_request(request: CalibrationRequest, settings: Settings) -> None:
+async def check_request(request: CalibrationRequest, settings: CoreSettings) -> None:
     """Refuse at once data the job could not read."""
     for source in request.data:
-        resolve_source(source, uss_dir(settings), settings.simulator.data_roots)
+        resolve_source(source, uss_dir(settings), SimulatorSettings.of(settings).data_roots)
 
 
-def base_model_dir(settings: Settings) -> Path:
+def base_model_dir(settings: CoreSettings) -> Path:
     """The chat model a calibration adapts (the simulator's local model, default SmolLM2)."""
     from judges.backends.convert import resolve_model_dir
 
-    own = resolve_role(settings.simulator.llm, settings.judge)
+    own = resolve_role(SimulatorSettings.of(settings).llm, JudgeSettings.of(settings))
     model = own.model if own is not None and own.backend == "local" else None
     return resolve_model_dir(model, settings.models_dir)
 
 
-def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
+def calibrate_job(service: SimulatorService, settings: CoreSettings) -> JobFunction:
     async def run(ctx: JobContext, params: dict[str, Any]) -> dict[str, Any]:
         from services.simulator.calibration import calibrate
 
@@ -76,7 +78,7 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
                 request.config(),
                 base_dir=base,
                 data_dir=uss_dir(settings),
-                roots=settings.simulator.data_roots,
+                roots=SimulatorSettings.of(settings).data_roots,
                 out=work / "calibration",
                 embed=embed,
                 progress=_Reporter(ctx, loop),
@@ -112,5 +114,5 @@ def calibrate_job(service: SimulatorService, settings: Settings) -> JobFunction:
     return run
 
 
-def register(registry: JobRegistry, service: SimulatorService, settings: Settings) -> None:
+def register(registry: JobRegistry, service: SimulatorService, settings: CoreSettings) -> None:
     registry.register(CALIBRATE, calibrate_job(service, settings))

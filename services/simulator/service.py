@@ -27,10 +27,11 @@ from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend
 from judges.backends.settings import resolve_role
 from services.core.embedder import BatchedEmbedder
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.core.store import ArtifactStore
 from services.core.store_models import ArtifactVersion, VersionInfo
 from services.core.store_refs import parse_ref
+from services.judge.settings import JudgeSettings
 from services.simulator.acts import ActModel, Acts, Context, context_texts
 from services.simulator.acts import features as act_features
 from services.simulator.policy import PolicyClient, PolicyError
@@ -54,6 +55,7 @@ from services.simulator.schemas import (
     TurnResponse,
     UserMessage,
 )
+from services.simulator.settings import SimulatorSettings
 
 log = logging.getLogger(__name__)
 KIND = "simulator_calibration"
@@ -72,7 +74,7 @@ class _Calibrated:
 class SimulatorService:
     def __init__(
         self,
-        settings: Settings,
+        settings: CoreSettings,
         store: ArtifactStore,
         embedder: BatchedEmbedder | None,
         base: JudgeBackend,
@@ -80,7 +82,7 @@ class SimulatorService:
         loaded: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
-        self.section = settings.simulator
+        self.section = SimulatorSettings.of(settings)
         self._store = store
         self._embedder = embedder
         self.base = base
@@ -327,8 +329,9 @@ class SimulatorService:
         await self._after_startup_loads()
         predictor = await asyncio.to_thread(SatisfactionPredictor.load, folder)
         acts = await asyncio.to_thread(ActModel.load, folder)
-        own = resolve_role(self.section.llm, self.settings.judge)
-        local = own or self.settings.judge  # the calibrated copy runs as the base model does
+        own = resolve_role(self.section.llm, JudgeSettings.of(self.settings))
+        # the calibrated copy runs as the base model does
+        local = own or JudgeSettings.of(self.settings)
         backend = CalibratedBackend(
             folder / ADAPTER_DIR,
             own.model if own is not None and own.backend == "local" else None,

@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from judges.backends.settings import RoleField, RoleModelSettings, fold_role_fields, role_keys
+from services.core.settings import Section
 
 
-class SimulatorSettings(BaseModel):
+class SimulatorSettings(Section):
     """``PLAUDIT_SIMULATOR_BACKEND``, ``PLAUDIT_SIMULATOR_BASE_URL``, ..."""
+
+    section_name: ClassVar[str] = "simulator"
 
     @model_validator(mode="before")
     @classmethod

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
-from services.core.settings import Settings
+from services.core.settings import CoreSettings
 from services.store.router import router
 from services.store.service import ArtifactAdminService
 
@@ -21,5 +21,5 @@ def component() -> Component:
     return Component(name="store", router=router, provides=ArtifactAdminService, build=build)
 
 
-def create_app(settings: Settings | None = None, **collaborators: Any) -> FastAPI:
+def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> FastAPI:
     return build_app([component()], settings, title="Plaudit artifacts", **collaborators)

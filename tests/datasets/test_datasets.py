@@ -20,13 +20,13 @@ from typer.testing import CliRunner
 
 from services.cli import app
 from services.core.errors import InvalidInput
-from services.core.settings import Settings
 from services.datasets import registry
 from services.datasets.store import locate, sample_dir
 from services.judge import evaluation as ev
 from services.karma.data import load_data, load_reddit_karma
 from services.karma.jobs import karma_dir
 from services.rubrics.synthesis import corpus
+from services.settings import Settings
 from services.simulator import data as uss
 from services.simulator.jobs import uss_dir
 from tests.shared_data import reason, shared_copy
@@ -388,3 +388,13 @@ def test_no_machine_paths_in_code_or_docs() -> None:
         and re.search(r"/work/|shared/data", p.read_text(encoding="utf-8", errors="ignore"))
     ]
     assert bad == []
+
+
+def test_an_empty_shared_data_setting_means_none_not_the_current_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PLAUDIT_SHARED_DATA_DIR= once became Path(""), the folder the command ran in.
+    monkeypatch.setenv("PLAUDIT_SHARED_DATA_DIR", "")
+    monkeypatch.setenv("PLAUDIT_DATASETS_DIR", " ")
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert (settings.shared_data_dir, settings.datasets_dir) == (None, None)

@@ -27,8 +27,9 @@ from pydantic import SecretStr
 
 from services.core.auth import key_owner
 from services.core.jobs.settings import JobsSettings
-from services.core.settings import Scope, Settings
+from services.core.settings import Scope
 from services.judge.app import create_app
+from services.settings import Settings
 from tests.conftest import REDIS_URL, require_services
 
 KEYS = {

@@ -34,7 +34,7 @@ from services.core import db
 from services.core.jobs.settings import JobsSettings
 from services.core.jobs.store import JobStore
 from services.core.models import Job, RubricInstanceRecord, RubricRecord
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import require_services
 from tests.jobs.conftest import ALICE, FAST_JOBS, FENCE_SECRET, KEYS, jobs_env
 from tests.jobs.scripted_plaudit import LoggingSynthBackend, document_key

@@ -14,7 +14,7 @@ import pytest
 from services.core import db
 from services.core.jobs.store import JobStore
 from services.core.models import Job
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.jobs.conftest import ALICE, IDLE_JUDGE, jobs_env, process, started, with_jobs
 from tests.judge_service.scripted import ScriptedBackend
 from tests.reliability.faults import RedisServer

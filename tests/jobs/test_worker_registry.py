@@ -1,15 +1,16 @@
 """``plaudit worker`` runs every kind of job the API can start: with Redis, a job no worker
-registered would stay queued for ever (rubric synthesis and simulator calibrations once did)."""
+registered would stay queued for ever (rubric synthesis and simulator calibrations once did).
+The worker builds the components of ``services/app.py`` that declare jobs (issue 20: one list)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from judges.backends.scripted import ScriptedBackend
-from services.app import create_app
+from services.app import components, create_app
 from services.core.app_factory import build_app
-from services.core.settings import Settings
-from services.jobs.registry import job_components
+from services.jobs.worker import job_components
+from services.settings import Settings
 
 
 async def _registered(app_factory: object, settings: Settings) -> set[str]:
@@ -32,5 +33,7 @@ async def test_the_worker_registers_every_job_the_api_can_start(
         )
 
     served = await _registered(everything, settings)
-    assert {"rubrics.synthesize", "simulator.calibrate", "karma.train"} <= served
+    declared = {kind for component in components() for kind in component.jobs}
+    assert {"rubrics.synthesize", "simulator.calibrate", "karma.train", "runs.rescore"} <= served
+    assert served == declared
     assert await _registered(worker, settings) == served

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.core.settings import Settings
 from services.judge.app import create_app
+from services.settings import Settings
 from tests.conftest import assert_envelope
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.backends.sequence_scoring import ChatTokenizer
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.judges.openai_standin import MODEL, Run, StandIn, stand_in_server
 
 PAIR = {"prompt": "What is 2 + 2?", "response_a": "4", "response_b": "5"}

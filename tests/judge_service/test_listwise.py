@@ -18,8 +18,8 @@ from judges.backends.base import GeneratedText, GenerateRequest, GenerateResult
 from judges.templates import load_template
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.judge import listwise
+from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 
 QUESTION = "What is the capital of France?"

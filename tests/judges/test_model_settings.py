@@ -9,7 +9,7 @@ from judges.backends.openai_backend import OpenAIBackend
 from judges.backends.settings import ModelSettings, RoleModelSettings, resolve_role
 from judges.backends.vllm_backend import VLLMBackend
 from services.core.reliability_settings import LimitsSettings
-from services.core.settings import Settings
+from services.settings import Settings
 
 
 def read_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:

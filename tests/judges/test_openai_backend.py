@@ -32,7 +32,7 @@ from judges.backends.openai_backend import (
 from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
 from services.core.model_layer import model_backend
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
 
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

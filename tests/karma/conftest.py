@@ -12,8 +12,9 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Scope, Settings
+from services.core.settings import Scope
 from services.karma.settings import KarmaSettings
+from services.settings import Settings
 from tests.karma.slice import SHARED, write_slice
 from tests.shared_data import reason
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.settings import Settings
 from services.karma.settings import KarmaSettings
+from services.settings import Settings
 from tests.karma.conftest import needs_shared
 from tests.karma.slice import write_slice
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 from fastapi import FastAPI
 
-from services.core.settings import Settings
 from services.karma.model import KarmaModel, load_model
 from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.karma.conftest import TINY, Client, needs_shared
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from services.core.settings import Settings
 from services.karma.app import create_app
 from services.karma.settings import KarmaSettings
+from services.settings import Settings
 from tests.jobs.conftest import IDLE_JUDGE, jobs_env, process
 from tests.karma.conftest import KEYS, TINY, needs_shared
 from tests.karma.slice import write_slice

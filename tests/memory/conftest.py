@@ -13,8 +13,8 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.memory.service import MemoryService
+from services.settings import Settings
 from tests.conftest import _truncate
 
 ADMIN = "memory-admin-key-0123456789"

@@ -15,8 +15,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
-from services.core.models import MemoryRevision, utcnow
-from services.core.settings import Settings
+from services.core.models import utcnow
+from services.memory.models import MemoryRevision
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.memory.conftest import ADMIN, TRAINER, Make, client
 from tests.memory.helpers import create_rubric, settle

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import services
 from services.cli import APPS, app
-from services.core.settings import Settings
+from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -13,6 +13,7 @@ import yaml
 
 from services.cli import app
 from services.core.settings_check import settings_variables
+from services.settings import Settings
 from tests.platform.test_cli_and_packaging import _parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _setting_names() -> set[str]:
-    return settings_variables()
+    return settings_variables(Settings)
 
 
 def test_every_manifest_validates_against_the_kubernetes_schema() -> None:

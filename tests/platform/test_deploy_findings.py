@@ -16,8 +16,9 @@ import yaml
 
 from services.core.auth import check_bind_allowed
 from services.core.errors import InvalidInput
-from services.core.settings import Settings
 from services.core.settings_check import known_variables
+from services.judge.app import check_fence_secret
+from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "kubernetes" / "plaudit.yaml"
@@ -109,6 +110,15 @@ def test_the_compose_example_keys_are_refused_until_changed() -> None:
         check_bind_allowed(settings, "0.0.0.0")
 
 
+def test_the_compose_example_fence_secret_is_refused_until_changed() -> None:
+    example = Settings(_env_file=str(ROOT / "compose.env.example"))  # type: ignore[call-arg]
+    public = example.with_overrides(host="0.0.0.0")
+    with pytest.raises(InvalidInput, match="FENCE_SECRET looks like a placeholder"):
+        check_fence_secret(public)
+    check_fence_secret(example.with_overrides(host="127.0.0.1"))
+    check_fence_secret(public.with_overrides(judge_fence_secret="9f2c41d87e0b5a63c1d4"))
+
+
 # --- Kubernetes ----------------------------------------------------------------------------
 
 
@@ -182,16 +192,16 @@ def _set_variables() -> dict[str, set[str]]:
 
 
 def test_every_variable_the_deployment_files_set_is_a_known_setting() -> None:
-    known = known_variables()
+    known = known_variables(Settings)
     unknown = {where: names - known for where, names in _set_variables().items() if names - known}
     assert unknown == {}
     assert "PLAUDIT_API_KEYS" in _set_variables()["kubernetes:plaudit-secrets (header)"]
 
 
 def test_the_check_catches_a_misspelt_variable() -> None:
-    assert "PLAUDIT_JUDGE_BASE_URL" in known_variables()
-    assert "PLAUDIT_JUDGE_BASEURL" not in known_variables()
-    assert "PLAUDIT_PROTOCOL_GROUP_TTL_S" not in known_variables()
+    assert "PLAUDIT_JUDGE_BASE_URL" in known_variables(Settings)
+    assert "PLAUDIT_JUDGE_BASEURL" not in known_variables(Settings)
+    assert "PLAUDIT_PROTOCOL_GROUP_TTL_S" not in known_variables(Settings)
 
 
 def test_db_wait_waits_for_the_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli import app
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.jobs.conftest import jobs_env, process
 from tests.judges.openai_standin import MODEL, StandIn, stand_in_server
 from tests.serving import free_port

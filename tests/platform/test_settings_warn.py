@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from services.core.auth import check_startup
-from services.core.settings import Settings
 from services.core.settings_check import known_variables, unknown_variables
+from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_renamed_protocol_variable_names_its_new_name() -> None:
-    found = unknown_variables({"PLAUDIT_PROTOCOL_GROUP_SIZE": "8", "HOME": "/root"})
+    found = unknown_variables({"PLAUDIT_PROTOCOL_GROUP_SIZE": "8", "HOME": "/root"}, Settings)
     assert found == {"PLAUDIT_PROTOCOL_GROUP_SIZE": "PLAUDIT_PROTOCOLS_GROUP_SIZE"}
 
 
 def test_a_misspelt_variable_names_the_closest_setting() -> None:
-    found = unknown_variables({"PLAUDIT_JUDGE_BASEURL": "x", "PLAUDIT_ZZZ_QQQ": "1"})
+    found = unknown_variables({"PLAUDIT_JUDGE_BASEURL": "x", "PLAUDIT_ZZZ_QQQ": "1"}, Settings)
     assert found == {"PLAUDIT_JUDGE_BASEURL": "PLAUDIT_JUDGE_BASE_URL", "PLAUDIT_ZZZ_QQQ": None}
 
 
@@ -34,7 +34,7 @@ def test_known_client_and_test_variables_are_quiet() -> None:
         "PLAUDIT_TEST_REDIS_URL": "redis://",
         "PLAUDIT_DATASETS_DIR": "/tmp",
     }
-    assert unknown_variables(environ) == {}
+    assert unknown_variables(environ, Settings) == {}
 
 
 def test_every_variable_the_client_and_commands_read_is_known() -> None:
@@ -46,7 +46,7 @@ def test_every_variable_the_client_and_commands_read_is_known() -> None:
             read |= set(
                 re.findall(r"(?:environ\.get\(|getenv\(|envvar=)\"(PLAUDIT_[A-Z_]+)\"", text)
             )
-    assert read and read <= known_variables(), read - known_variables()
+    assert read and read <= known_variables(Settings), read - known_variables(Settings)
 
 
 def test_the_start_of_a_server_logs_the_warning(

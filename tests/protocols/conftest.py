@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 
 

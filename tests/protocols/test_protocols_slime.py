@@ -20,7 +20,8 @@ import pytest
 from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.errors import InvalidInput
-from services.core.settings import Scope, Settings
+from services.core.settings import Scope
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.jobs.conftest import IDLE_JUDGE, jobs_env, process
 from tests.judges.openai_standin import (
     FAVOURED_GRADE,

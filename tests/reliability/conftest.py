@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests import conftest as shared
 from tests.judge_service.scripted import ScriptedBackend
 

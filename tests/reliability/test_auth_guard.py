@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from services.core.embedder import Embedder
 from services.core.errors import InvalidInput
 from services.core.reliability_settings import SecuritySettings
-from services.core.settings import Settings
+from services.settings import Settings
 from tests import conftest as shared
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

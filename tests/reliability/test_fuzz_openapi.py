@@ -24,7 +24,7 @@ from schemathesis.python import asgi
 
 from services.app import create_app
 from services.core.embedder import load_embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 
 KEY = "fuzz-admin-key-0123456789"

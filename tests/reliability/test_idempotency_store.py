@@ -15,7 +15,7 @@ from services.core.idempotency import IdempotencyStore, ReplayKey
 from services.core.models import IdempotencyRecord, ScoredGroup
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.reliability_settings import IdempotencySettings
-from services.core.settings import Settings
+from services.settings import Settings
 
 KEY = ReplayKey("step-1", principal="abc")
 

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from services.core.embedder import Embedder
 from services.core.errors import CacheUnavailable
 from services.core.outages import as_outage
-from services.core.settings import Settings
+from services.settings import Settings
 from tests import conftest as shared
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

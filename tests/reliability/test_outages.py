@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 
 from judges.backends.base import ChoiceRequest, ChoiceResult
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests import conftest as shared
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

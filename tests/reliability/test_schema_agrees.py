@@ -13,8 +13,8 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.core.store_refs import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

@@ -17,8 +17,8 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.rewards.rescore import advantage_signs, average_ranks, compare, rank_correlation
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

@@ -18,8 +18,8 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.rewards.run_metrics import Moments
+from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 
 SPEC = {"channels": {"judge_pairwise": {}, "judge_scale": {"k": 5}, "diversity": {}}}

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.rubrics.scripted import RubricScriptedBackend
 
 REWARD_KEY = "rubrics-reward-key"

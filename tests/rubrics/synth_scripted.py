@@ -63,7 +63,7 @@ class ExtractiveRealJudge:
     def __init__(self, inner: Any = None) -> None:
         if inner is None:
             from services.core.model_layer import model_backend
-            from services.core.settings import Settings
+            from services.settings import Settings
 
             settings = Settings()
             inner = model_backend(settings, "judge", settings.judge)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.rubrics.conftest import ADMIN_KEY, BOIL, OTHER_KEY, REWARD_KEY, create
 from tests.rubrics.scripted import RubricScriptedBackend

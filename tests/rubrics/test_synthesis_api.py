@@ -13,10 +13,10 @@ import pytest
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.rubrics.synthesis import corpus
 from services.rubrics.synthesis.schemas import SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService
+from services.settings import Settings
 from tests.jobs.conftest import finished, wait_until
 from tests.rubrics.synth_docs import DOCS
 from tests.rubrics.synth_scripted import SynthScriptedBackend

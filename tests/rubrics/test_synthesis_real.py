@@ -11,10 +11,10 @@ import pytest
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.rubrics.synthesis.generator import CANDIDATE_SCHEMA
 from services.rubrics.synthesis.schemas import STAGES, SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService
+from services.settings import Settings
 from tests.rubrics.synth_docs import DOCS
 
 pytestmark = pytest.mark.slow

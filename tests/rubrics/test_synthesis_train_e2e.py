@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 from services.app import create_app
 from services.cli import app as cli
 from services.core.embedder import Embedder
-from services.core.settings import Settings
 from services.rubrics.synthesis import corpus
+from services.settings import Settings
 from tests.jobs.conftest import finished, wait_until
 from tests.rubrics.synth_scripted import SynthScriptedBackend
 from tests.serving import serving

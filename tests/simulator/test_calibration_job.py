@@ -20,7 +20,7 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.shared_data import reason, shared_copy
 from tests.simulator.policy_server import policy_app, serving

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.settings import Settings
+from services.settings import Settings
 from services.simulator.settings import SimulatorSettings
 from tests.shared_data import reason
 from tests.simulator.test_calibration_job import GOAL, SHARED, write_slice

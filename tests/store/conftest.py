@@ -10,8 +10,8 @@ import pytest
 
 from services.core import db
 from services.core import store as store_module
-from services.core.settings import Settings
 from services.core.store import ArtifactStore
+from services.settings import Settings
 
 
 @pytest.fixture

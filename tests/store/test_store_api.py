@@ -9,8 +9,8 @@ import pytest
 from fastapi import FastAPI
 
 from services.core.auth import key_owner
-from services.core.settings import Settings
 from services.core.store import ArtifactStore
+from services.settings import Settings
 from services.store.app import create_app
 from tests.conftest import assert_envelope
 

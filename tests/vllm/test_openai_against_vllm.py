@@ -20,7 +20,7 @@ from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.limits import RedisLimiter
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import REDIS_URL, require_services
 
 URL = os.environ.get("PLAUDIT_TEST_VLLM_URL")

@@ -21,7 +21,7 @@ from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.generation import GenerationRequest, Sampling, generate
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 
 URL = os.environ.get("PLAUDIT_TEST_VLLM_URL")
 MODEL = os.environ.get("PLAUDIT_TEST_VLLM_MODEL", "smollm2-135m")

@@ -15,8 +15,10 @@ from services.datasets.store import locate
 from services.judge.app import component as judge_component
 from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.rubrics.app import component as rubrics_component
 from services.rubrics.service import RubricsService
+from services.rubrics.settings import RubricsSettings
 from services.rubrics.synthesis import jobs
 from services.rubrics.synthesis.repository import SqlInstanceRepository
 from services.rubrics.synthesis.router import router
@@ -26,13 +28,13 @@ from services.rubrics.synthesis.service import SynthesisService
 def _generator(resources: Resources, judge: JudgeService) -> CachedJudge:
     """The judge's backend and cache, or the generator's own backend (docs/models.md)."""
     settings = resources.settings
-    own = resolve_role(settings.rubrics.synthesis, settings.judge)
+    own = resolve_role(RubricsSettings.of(settings).synthesis, JudgeSettings.of(settings))
     if own is None:
         return judge.cached_judge
     observe = resources.metrics.observe_batch
     backend = model_backend(settings, "synthesis", own, on_batch=observe)
     resources.manage("synthesis", backend)
-    ttl = settings.judge.cache_ttl_s
+    ttl = JudgeSettings.of(settings).cache_ttl_s
     return CachedJudge(backend, resources.cache, ttl=ttl, metrics=resources.metrics)
 
 
@@ -48,7 +50,7 @@ def component() -> Component:
             SqlInstanceRepository(resources.sessions),
             resources.embedder.embed,
             _generator(resources, judge),
-            resources.settings.rubrics,
+            RubricsSettings.of(resources.settings),
             wikipedia_dir=locate(resources.settings, "wikipedia"),
         )
         jobs.register(resources.job_registry, service, resources.loaded)
@@ -60,4 +62,5 @@ def component() -> Component:
         provides=SynthesisService,
         build=build,
         needs_embedder=True,
+        jobs=(jobs.SYNTHESIZE,),
     )
