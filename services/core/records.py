@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.core.context import current_principal
 from services.core.models import ScoredGroup
 from services.core.outages import reading, transaction
+from services.core.schemas import ScoredGroupOut
 
 
 def content_hash(payload: Any) -> str:
@@ -203,3 +204,20 @@ def _visible() -> list[Any]:
     if principal.admin or principal.owner is None:
         return []
     return [ScoredGroup.owner == principal.owner]
+
+
+def group_out(row: ScoredGroup) -> ScoredGroupOut:
+    """A stored group in its wire form (the runs listing and a run's export share it)."""
+    return ScoredGroupOut(
+        id=row.id,
+        run_id=row.run_id,
+        step=row.step,
+        service=row.service,
+        group_id=row.group_id,
+        request_hash=row.request_hash,
+        result=row.result,
+        created_at=row.created_at.isoformat(),
+        spec_name=row.spec_name,
+        spec_version=row.spec_version,
+        inputs=row.inputs,
+    )

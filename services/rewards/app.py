@@ -7,16 +7,19 @@ components.
 
 from __future__ import annotations
 
+from fastapi import APIRouter
+
 from services.core.components import Component
 from services.core.resources import Resources
 from services.diversity.app import component as diversity_component
 from services.diversity.service import DiversityService
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
+from services.rewards import rescore_route
 from services.rewards.named import NamedSpecs
 from services.rewards.rescore import RESCORE
 from services.rewards.rescore import register as register_rescore
-from services.rewards.router import router
+from services.rewards.router import router as rewards_router
 from services.rewards.run_metrics import RunMetrics
 from services.rewards.service import RewardsService
 from services.rewards.store import RewardGroups
@@ -39,9 +42,12 @@ def component() -> Component:
         register_rescore(resources.job_registry, service, RewardGroups(resources.sessions))
         return service
 
+    routes = APIRouter()
+    routes.include_router(rewards_router)
+    routes.include_router(rescore_route.router)  # POST /v1/runs/{run_id}/rescore
     return Component(
         name="rewards",
-        router=router,
+        router=routes,
         provides=RewardsService,
         build=build,
         needs_embedder=True,

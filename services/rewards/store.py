@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.core.records import ScoredGroupRepository
+from services.core.records import ScoredGroupRepository, group_out
 from services.core.schemas import ScoredGroupPage
-from services.runs.service import group_out
 
 SERVICE = "rewards"
 

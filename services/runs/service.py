@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from services.core.models import ScoredGroup
-from services.core.records import ScoredGroupRepository
+from services.core.records import ScoredGroupRepository, group_out
 from services.core.schemas import Page, ScoredGroupOut
 from services.runs.schemas import RunSummary, SpecUse
 
@@ -47,20 +46,3 @@ class RunsService:
             run_id, step=step, service=service, limit=limit, offset=offset
         )
         return Page(items=[group_out(r) for r in rows], limit=limit, offset=offset, total=total)
-
-
-def group_out(row: ScoredGroup) -> ScoredGroupOut:
-    """A stored group in its wire form."""
-    return ScoredGroupOut(
-        id=row.id,
-        run_id=row.run_id,
-        step=row.step,
-        service=row.service,
-        group_id=row.group_id,
-        request_hash=row.request_hash,
-        result=row.result,
-        created_at=row.created_at.isoformat(),
-        spec_name=row.spec_name,
-        spec_version=row.spec_version,
-        inputs=row.inputs,
-    )

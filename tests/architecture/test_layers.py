@@ -62,3 +62,43 @@ def test_service_modules_import_the_composed_settings_only_inside_functions() ->
         if module in ("services.settings", "services.app")
     ]
     assert found == []
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Service package -> the service packages its modules import (core left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in SERVICES.rglob("*.py"):
+        parts = path.relative_to(SERVICES).parts
+        if len(parts) < 2 or parts[0] == "core":
+            continue
+        needs = graph.setdefault(parts[0], set())
+        for _, module in imports(path):
+            named = module.split(".")
+            if named[0] == "services" and len(named) > 2 and named[1] not in ("core", parts[0]):
+                needs.add(named[1])
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every package that reaches itself again, with the path that does."""
+    found = []
+    for start in sorted(graph):
+        stack = [(start, [start])]
+        seen: set[str] = set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    found.append([*path, start])
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    return found
+
+
+def test_no_service_package_imports_itself_through_another() -> None:
+    assert cycles(package_graph()) == []
+
+
+def test_the_cycle_search_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})[0] == ["a", "b", "c", "a"]
