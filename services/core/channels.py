@@ -45,6 +45,11 @@ class ChannelSpec(StrictModel):
         """``(low, high)`` of the channel's values; None when unbounded (mapped by a logistic)."""
         return (0.0, 1.0)
 
+    def ordinal_levels(self) -> int | None:
+        """K when the channel grades on levels 1..K (its outcome's ``levels`` are then each
+        completion's most likely level, which ODRPO's advantages use); None otherwise."""
+        return None
+
     def resolved(self) -> Self:
         """This spec with server-side defaults pinned (templates to a version); may raise
         :class:`ChannelOptionError`."""
@@ -70,8 +75,8 @@ class GroupInput:
 class ChannelOutcome:
     """One channel's answer for a whole group, one entry per completion.
 
-    ``levels`` carries a grade's most likely level (judge_scale, for ODRPO); other channels
-    leave it None.
+    ``levels`` carries each completion's most likely level when the spec declares
+    ``ordinal_levels`` (judge_scale, for ODRPO); other channels leave it None.
     """
 
     values: list[float | None]

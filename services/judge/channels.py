@@ -59,6 +59,9 @@ class JudgeScaleSpec(ChannelSpec):
     def value_range(self) -> tuple[float, float] | None:
         return (1.0, float(self.k))
 
+    def ordinal_levels(self) -> int | None:
+        return self.k
+
     def resolved(self) -> JudgeScaleSpec:
         return self.model_copy(
             update={"template": _pinned(self.template or DEFAULT_SCALE_TEMPLATE, "choice")}

@@ -15,7 +15,6 @@ import numpy as np
 
 from services.core.channels import ChannelOutcome
 from services.core.schemas import VALUED_STATUSES
-from services.judge.channels import JudgeScaleSpec
 from services.ordinal import estimators
 from services.rewards.schemas import (
     ChannelResult,
@@ -78,7 +77,8 @@ def advantages(
     rewards: Sequence[CompletionReward],
     outcomes: Mapping[str, ChannelOutcome],
 ) -> list[float | None]:
-    """GRPO on the totals, or ODRPO on the judge_scale channel's most likely level (with its K).
+    """GRPO on the totals, or ODRPO on the most likely level of the channel that grades on
+    levels 1..K (judge_scale; :meth:`ResolvedSpec.ordinal_channel`), with its K.
 
     Completions without a total get None and take no part in the group's mean and std.
     """
@@ -89,12 +89,13 @@ def advantages(
         totals = np.array([[r.total if r.total is not None else 0.0 for r in rewards]])
         adv = estimators.scalar_advantages(totals, mask, "grpo", EPS)
     else:
-        scale = spec.channels["judge_scale"]
-        assert isinstance(scale, JudgeScaleSpec)
-        levels = outcomes["judge_scale"].levels or [None] * len(rewards)
+        graded = spec.ordinal_channel
+        k = spec.channels[graded].ordinal_levels() if graded else None
+        assert graded is not None and k is not None  # check_spec refuses odrpo without one
+        levels = outcomes[graded].levels or [None] * len(rewards)
         mask &= np.array([[level is not None for level in levels]])
         scores = np.array([[level if level is not None else 1 for level in levels]], dtype=float)
-        adv, _, _ = estimators.odrpo_advantages(scores, mask, np.array([scale.k]), eps=EPS)
+        adv, _, _ = estimators.odrpo_advantages(scores, mask, np.array([k]), eps=EPS)
     return [float(a) if ok else None for a, ok in zip(adv[0], mask[0], strict=True)]
 
 

@@ -22,8 +22,6 @@ from services.core.errors import InvalidInput
 from services.core.records import content_hash
 from services.rewards.schemas import AdvantageName, SpecError
 
-#: Channels named in the roadmap that this build does not serve yet.
-PLANNED_CHANNELS = ("karma",)
 SPEC_KEYS = ("channels", "advantage")
 
 
@@ -40,6 +38,12 @@ class ResolvedSpec:
             "channels": {name: self.channels[name].model_dump() for name in sorted(self.channels)},
             "advantage": self.advantage,
         }
+
+    @property
+    def ordinal_channel(self) -> str | None:
+        """The channel whose levels ODRPO ranks (the first that grades on levels 1..K)."""
+        graded = [name for name in sorted(self.channels) if self.channels[name].ordinal_levels()]
+        return graded[0] if graded else None
 
     @property
     def group_channels(self) -> list[str]:
@@ -75,11 +79,12 @@ def check_spec(raw: Any, registry: ChannelRegistry) -> tuple[ResolvedSpec | None
     ]
     advantage = _advantage(raw.get("advantage", "none"), errors)
     channels = _channels(raw.get("channels"), registry, errors)
-    if advantage == "odrpo" and channels is not None and "judge_scale" not in channels:
+    if advantage == "odrpo" and channels is not None and not _graded(channels):
         errors.append(
             SpecError(
                 param="spec.advantage",
-                message="odrpo needs a judge_scale channel (its grades are the ordinal levels)",
+                message="odrpo needs a channel that grades on levels 1..K, such as judge_scale "
+                "(its grades are the ordinal levels)",
             )
         )
     if errors or advantage is None or channels is None:
@@ -153,11 +158,12 @@ def _channel(
         return None
 
 
+def _graded(channels: Mapping[str, ChannelSpec]) -> bool:
+    return any(spec.ordinal_levels() for spec in channels.values())
+
+
 def _unknown_channel(name: str, registry: ChannelRegistry) -> str:
-    available = ", ".join(registry.names())
-    if name in PLANNED_CHANNELS:
-        return f"channel {name!r} is not available yet; available: {available}"
-    return f"unknown channel {name!r}; available: {available}"
+    return f"unknown channel {name!r}; available: {', '.join(registry.names())}"
 
 
 def _option_errors(param: str, model: type[ChannelSpec], exc: ValidationError) -> list[SpecError]:
