@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,10 +24,11 @@ from services.core.metrics import Metrics
 from services.core.middleware import RequestContextMiddleware
 from services.core.openapi_errors import document_errors
 from services.core.pages import mount_pages
-from services.core.resources import open_resources
+from services.core.resources import Resources, open_resources
 from services.core.settings import CoreSettings, Section, compose_settings
 
 log = logging.getLogger(__name__)
+OpenApiHook = Callable[[dict[str, Any], Resources], None]
 
 
 def build_app(
@@ -88,7 +89,7 @@ def build_app(
     app.state.settings = settings or _deferred_settings()
     app.state.resources = None
     install_error_handlers(app)
-    _show_limits_in_openapi(app)
+    _show_limits_in_openapi(app, [c.openapi for c in components if c.openapi is not None])
     # Added first, so it runs inside RequestContextMiddleware (its answers carry request ids).
     app.add_middleware(GuardMiddleware, metrics=metrics)
     app.add_middleware(RequestContextMiddleware, metrics=metrics)
@@ -99,14 +100,18 @@ def build_app(
     return app
 
 
-def _show_limits_in_openapi(app: FastAPI) -> None:
-    """The OpenAPI schema states the limits in force (maxLength of texts and so on) and the
-    error answers of every route."""
+def _show_limits_in_openapi(app: FastAPI, hooks: Sequence[OpenApiHook]) -> None:
+    """The OpenAPI schema states the limits in force (maxLength of texts and so on), the
+    error answers of every route, and what the components add once started (``hooks``)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        # Both steps rewrite FastAPI's cached schema in place, so repeating them is harmless.
-        return show_limits(document_errors(generate()), app.state.settings.limits)
+        # Every step rewrites FastAPI's cached schema in place, so repeating them is harmless.
+        schema = show_limits(document_errors(generate()), app.state.settings.limits)
+        if app.state.resources is not None:
+            for hook in hooks:
+                hook(schema, app.state.resources)
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 

@@ -30,7 +30,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Component:
     """One service: its router, what it provides, how to build it, its settings section, the
-    job kinds its build registers, the channels it adds and its rows on the landing page."""
+    job kinds its build registers, the channels it adds, its rows on the landing page and
+    what it adds to the OpenAPI schema."""
 
     name: str
     router: APIRouter
@@ -41,6 +42,9 @@ class Component:
     settings: type[Section] | None = None
     jobs: tuple[str, ...] = ()
     landing: Callable[[CoreSettings], Sequence[tuple[str, str]]] | None = None
+    #: Rewrites the app's OpenAPI schema in place with what only the started process knows
+    #: (the rewards spec's channels); called with the process's resources.
+    openapi: Callable[[dict[str, Any], Resources], None] | None = None
 
 
 def settings_sections(components: Sequence[Component]) -> list[type[Section]]:

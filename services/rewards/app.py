@@ -22,6 +22,7 @@ from services.rewards.rescore import register as register_rescore
 from services.rewards.router import router as rewards_router
 from services.rewards.run_metrics import RunMetrics
 from services.rewards.service import RewardsService
+from services.rewards.spec_schema import show_spec
 from services.rewards.store import RewardGroups
 
 
@@ -52,4 +53,5 @@ def component() -> Component:
         build=build,
         needs_embedder=True,
         jobs=(RESCORE,),
+        openapi=lambda schema, resources: show_spec(schema, resources.channels),
     )
