@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -157,10 +158,24 @@ async def _flush_redis() -> None:
         await client.aclose()
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An embedded database at head, migrated once per session (about a second each time)."""
+    folder = tmp_path_factory.mktemp("sqlite-at-head")
+    db.upgrade(f"sqlite+aiosqlite:///{folder / 'plaudit.db'}")
+    return folder / "plaudit.db"
+
+
 @pytest.fixture
-def embedded_settings(tmp_path: Path) -> Settings:
-    """The zero-configuration default: SQLite in a fresh data dir, in-process cache and jobs."""
-    return Settings(data_dir=tmp_path / "data", _env_file=None)  # type: ignore[call-arg]
+def embedded_settings(tmp_path: Path, migrated_sqlite: Path) -> Settings:
+    """The zero-configuration default: SQLite in a fresh data dir, in-process cache and jobs.
+
+    The data dir starts with a copy of a database at head, so the start-up migration finds
+    nothing to do (tests/platform/test_migrations.py migrates fresh files itself)."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copyfile(migrated_sqlite, data_dir / "plaudit.db")
+    return Settings(data_dir=data_dir, _env_file=None)  # type: ignore[call-arg]
 
 
 @pytest.fixture
