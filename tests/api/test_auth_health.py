@@ -118,3 +118,12 @@ async def test_runs_belong_to_the_key_that_wrote_them(
         assert stolen.json()["items"] == [] and stolen.json()["total"] == 0
         audited = await client.get("/v1/runs/run-a/groups", headers=ops)
         assert audited.json()["total"] == 1
+
+
+async def test_the_landing_page_names_the_judge_of_a_server_that_has_one(
+    client: httpx.AsyncClient,
+) -> None:
+    page = await client.get("/")
+    assert page.status_code == 200
+    assert "<th>judge backend</th><td>local</td>" in page.text
+    assert "SmolLM2-135M-Instruct (bundled)" in page.text

@@ -41,6 +41,8 @@ def test_landing_page_says_what_serves(browser: webdriver.Chrome, ordinal_url: s
         for row in browser.find_elements(By.CSS_SELECTOR, "#about tr")
     }
     assert rows["version"] == services.__version__
-    assert "ordinal" in rows["services"] and rows["judge backend"] == "local"
+    assert "ordinal" in rows["services"]
+    # An ordinal server asks no judge, so the page names none (its component adds no lines).
+    assert "judge backend" not in rows
     links = [a.get_attribute("href") for a in browser.find_elements(By.TAG_NAME, "a")]
     assert f"{ordinal_url}/docs" in links and f"{ordinal_url}/redoc" in links
