@@ -4,7 +4,6 @@ agrees with what the server accepts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -12,9 +11,6 @@ import jsonschema
 import pytest
 from fastapi import FastAPI
 
-from services.app import create_app
-from services.core.embedder import Embedder
-from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 
 GOOD = [
@@ -35,17 +31,9 @@ BAD = [
 
 
 @pytest.fixture
-async def app(embedded_settings: Settings, embedder: Embedder) -> AsyncIterator[FastAPI]:
-    application = create_app(embedded_settings, embedder=embedder, judge_backend=ScriptedBackend())
-    async with application.router.lifespan_context(application):
-        yield application
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-        yield c
+def judge_backend() -> ScriptedBackend:
+    """The conftest app with the scripted judge: no model to load for a schema."""
+    return ScriptedBackend()
 
 
 def _spec_field(schema: dict[str, Any], model: str) -> dict[str, Any]:
