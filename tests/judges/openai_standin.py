@@ -212,7 +212,7 @@ _CRITERION_LINE = re.compile(
 def memory_value(body: dict[str, Any], take: int) -> dict[str, Any]:
     """What the memory's analyst or editor would answer: schema-valid JSON. The editor rewords
     the first criterion that is not an anchor (a new wording each call, so the checks accept
-    it unless it undoes an earlier one), so an edit applies and the guard re-scores."""
+    it unless it undoes an earlier one), so an edit applies."""
     schema = body["response_format"]["json_schema"]["schema"]
     if "went_right" in schema["properties"]:
         return {
