@@ -14,7 +14,6 @@ import services
 from offline.eval_cli import eval_app
 from offline.jobs_cli import jobs_app
 from services.datasets.cli import data_app
-from services.judge.settings import JudgeSettings
 from services.karma.cli import karma_app
 from services.rubrics.cli import rubrics_app
 from services.simulator.cli import simulator_app
@@ -124,6 +123,8 @@ def _share_between_workers(settings: CoreSettings, service: str) -> str:
     Returns the factory the workers run."""
     import os
     import secrets
+
+    from services.judge.settings import JudgeSettings
 
     if not settings.redis_url:
         typer.echo(
