@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -18,12 +18,17 @@ class Cache(Protocol):
     """Bytes in, bytes out, with an optional time to live in seconds.
 
     ``get``, ``set`` and ``delete`` raise :class:`~services.core.errors.CacheUnavailable`
-    when the store cannot be reached.
+    when the store cannot be reached. ``get_many`` and ``set_many`` are one round trip for
+    many keys (a G=8 tournament asks for 56; issue 19).
     """
 
     async def get(self, key: str) -> bytes | None: ...
 
     async def set(self, key: str, value: bytes, ttl: float | None = None) -> None: ...
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: float | None = None) -> None: ...
 
     async def delete(self, key: str) -> None: ...
 
@@ -56,6 +61,13 @@ class MemoryCache:
         self._data.move_to_end(key)
         while len(self._data) > self._max:
             self._data.popitem(last=False)
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [await self.get(key) for key in keys]
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: float | None = None) -> None:
+        for key, value in items.items():
+            await self.set(key, value, ttl)
 
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
@@ -91,6 +103,24 @@ class RedisCache:
                 await self._redis.set(self._prefix + key, value, px=int(ttl * 1000))
             else:
                 await self._redis.set(self._prefix + key, value)
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """One MGET for every key."""
+        if not keys:
+            return []
+        async with _redis_outage():
+            values = await self._redis.mget([self._prefix + key for key in keys])
+        return [bytes(v) if v is not None else None for v in values]
+
+    async def set_many(self, items: Mapping[str, bytes], ttl: float | None = None) -> None:
+        """Every SET in one pipelined round trip (not a transaction: each stands alone)."""
+        if not items:
+            return
+        async with _redis_outage():
+            pipe = self._redis.pipeline(transaction=False)
+            for key, value in items.items():
+                pipe.set(self._prefix + key, value, px=int(ttl * 1000) if ttl else None)
+            await pipe.execute()
 
     async def delete(self, key: str) -> None:
         async with _redis_outage():

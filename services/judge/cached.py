@@ -112,8 +112,8 @@ class CachedJudge:
                 owned[key] = self._inflight[key] = loop.create_future()
                 todo[key] = request
         try:
-            for key in list(todo):
-                cached = await self._lookup(key)
+            found = await self._lookup(list(todo))
+            for key, cached in zip(list(todo), found, strict=True):
                 if cached is not None:
                     results[key] = _decode(result_type, cached)
                     owned[key].set_result(results[key])
@@ -143,6 +143,7 @@ class CachedJudge:
         futures: dict[str, asyncio.Future[Any]],
     ) -> None:
         computed = await call(list(todo.values()))
+        keep: dict[str, bytes] = {}
         for key, result in zip(todo, computed, strict=True):
             results[key] = result
             futures[key].set_result(result)
@@ -151,7 +152,8 @@ class CachedJudge:
                 if self._metrics is not None:
                     self._metrics.judge_verdict_fallback.inc()
             elif result.status == "ok":
-                await self._store(key, _encode(result))
+                keep[key] = _encode(result)
+        await self._store(keep)
 
     def _fell_back(self, result: ChoiceResult | GenerateResult) -> bool:
         """A choice result parsed from a reply although logprobs were asked for."""
@@ -162,19 +164,24 @@ class CachedJudge:
             and self.backend.info.supports_logprobs
         )
 
-    async def _lookup(self, key: str) -> bytes | None:
-        """The cached verdict; None also when the cache is down (the judge works without it)."""
+    async def _lookup(self, keys: list[str]) -> list[bytes | None]:
+        """The cached verdicts, in one round trip; Nones also when the cache is down (the
+        judge works without it)."""
+        if not keys:
+            return []
         try:
-            value = await self._cache.get(key)
+            values = await self._cache.get_many(keys)
         except CacheUnavailable:
             self._cache_down()
-            return None
+            return [None] * len(keys)
         self._cache_reachable = True
-        return value
+        return values
 
-    async def _store(self, key: str, value: bytes) -> None:
+    async def _store(self, items: dict[str, bytes]) -> None:
+        if not items:
+            return
         try:
-            await self._cache.set(key, value, self._ttl)
+            await self._cache.set_many(items, self._ttl)
         except CacheUnavailable:
             self._cache_down()
 

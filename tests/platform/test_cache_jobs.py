@@ -37,6 +37,15 @@ async def test_cache_round_trip_and_expiry(cache: Cache) -> None:
     assert await cache.ping()
 
 
+async def test_many_keys_in_one_call_round_trip_with_expiry(cache: Cache) -> None:
+    assert await cache.get_many([]) == []
+    await cache.set_many({"a": b"1", "b": b"2"})
+    await cache.set_many({"ttl": b"x"}, ttl=0.05)
+    assert await cache.get_many(["b", "nope", "a", "ttl"]) == [b"2", None, b"1", b"x"]
+    await asyncio.sleep(0.15)
+    assert await cache.get_many(["ttl", "a"]) == [None, b"1"]
+
+
 async def test_memory_cache_evicts_least_recently_used() -> None:
     cache = MemoryCache(max_entries=2)
     await cache.set("a", b"1")
