@@ -115,6 +115,7 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
             finish_reasons=group.finish_reasons,
             lengths=lengths,
             **spec.model_dump(exclude={"weight"}),
+            cache=judge.channel_cache,
         )
         response = await judge.group(request)
         meta = {
@@ -136,6 +137,7 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
             prompt=group.prompt,
             completions=group.completions,
             **spec.model_dump(exclude={"weight"}),
+            cache=judge.channel_cache,
         )
         response = await judge.scale(request)
         return ChannelOutcome(
@@ -154,6 +156,7 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
             prompt=group.prompt,
             completions=group.completions,
             **spec.model_dump(exclude={"weight"}),
+            cache=judge.channel_cache,
         )
         response = await judge.listwise(request)
         return ChannelOutcome(

@@ -70,6 +70,11 @@ class JudgeService:
         )
 
     @property
+    def channel_cache(self) -> bool:
+        """Whether the judge's reward channels use the judge cache (``JUDGE_CHANNEL_CACHE``)."""
+        return self._settings.channel_cache
+
+    @property
     def cached_judge(self) -> CachedJudge:
         """The cached backend, shared with services that ask the same judge (rubrics)."""
         return self._judge

@@ -22,6 +22,12 @@ class JudgeSettings(ModelSettings, Section):
     cache_ttl_s: float = Field(default=7 * 24 * 3600, gt=0)
     max_group_size: int = Field(default=32, ge=2)
     max_pairs: int = Field(default=256, ge=1)
+    channel_cache: bool = Field(
+        default=True,
+        description="the judge's reward channels (judge_pairwise, judge_scale, judge_listwise) "
+        "look verdicts up in the judge cache and store them; false for training traffic, whose "
+        "sampled completions rarely repeat (each stored verdict costs CPU and cache memory)",
+    )
     fence_secret: SecretStr | None = Field(
         default=None,
         description="secret behind the boundary codes of the judge's fences (issue 9); unset: "
