@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from services.core.auth import principal_of
 from services.core.errors import BackendUnavailable
 from services.core.idempotency import ReplayKey
+from services.core.query_once import query_once
 from services.core.resources import Resources
 from services.core.schemas import ID_PATTERN
 from services.core.store_refs import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
@@ -56,11 +57,14 @@ PathOwnedRef = Annotated[
 QueryId = Annotated[str | None, Query(min_length=1, max_length=200, pattern=ID_PATTERN)]
 
 
-async def valid_unicode_body(request: Request) -> None:
+async def valid_unicode_body(
+    request: Request, _: Annotated[None, Depends(query_once)] = None
+) -> None:
     """Refuse a JSON body whose strings hold lone UTF-16 surrogates (422 naming each field).
 
     An app-wide dependency: it runs after FastAPI parsed the body and before the body is
-    validated, so no text with a lone surrogate reaches a model batch.
+    validated, so no text with a lone surrogate reaches a model batch. It depends on
+    :func:`query_once`, so every route also refuses a repeated single-valued query parameter.
     """
     body = request.__dict__.get("_json")  # Starlette caches the parsed body here
     if body is not None:

@@ -12,13 +12,17 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from services.core.limits import Text
 from services.core.unicode_check import find_strings, has_nul
 from services.core.validation_messages import ID_PATTERN as ID_PATTERN
+from services.core.validation_messages import NO_NUL_PATTERN
 
 #: The largest integer the database's integer columns hold (``step``, versions, offsets).
 INT32_MAX = 2**31 - 1
@@ -61,6 +65,41 @@ class StoredModel(StrictModel):
                 "which cannot be stored"
             )
         return value
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The schema says what the validator above refuses (issue 23: a memory rollback's
+        # ``reason`` allowed NUL in the schema and was a 422 on the server).
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        for field in schema.get("properties", {}).values():
+            forbid_nul(field)
+        return schema
+
+
+def forbid_nul(schema: Any) -> None:
+    """Give each string (and each object key) of ``schema`` the no-NUL pattern, in place. A
+    string with a pattern of its own keeps it (Plaudit's patterns exclude NUL: ids, names).
+    ``$ref`` is not followed: a referenced model states its own rule.
+
+        >>> node = {"type": "string"}; forbid_nul(node); node["pattern"] == NO_NUL_PATTERN
+        True
+    """
+    if isinstance(schema, list):
+        for item in schema:
+            forbid_nul(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string":
+        schema.setdefault("pattern", NO_NUL_PATTERN)
+    if schema.get("type") == "object" and isinstance(schema.get("additionalProperties"), dict):
+        schema.setdefault("propertyNames", {"type": "string"})
+        forbid_nul(schema["propertyNames"])
+    for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf", "additionalProperties"):
+        if key in schema:
+            forbid_nul(schema[key])
 
 
 def whole_floats_as_int(annotation: Any, value: Any) -> Any:

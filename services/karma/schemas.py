@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 from services.core.limits import Text
 from services.core.schemas import Page, Prompt, StrictModel
 from services.core.store_refs import ArtifactName, ArtifactRefStr
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.karma.training import KarmaTrainConfig
 
 #: Which stored KARMA model to score with: the score route's and the ``karma`` channel's option.
@@ -41,7 +42,9 @@ class TrainRequest(KarmaTrainConfig):
         description="serve the new version even when another one serves (the first version "
         "of a name always serves)",
     )
-    note: str | None = Field(default=None, max_length=500, description="kept in the history")
+    note: str | None = Field(
+        default=None, max_length=500, pattern=NO_NUL_PATTERN, description="kept in the history"
+    )
 
     @field_validator("output_dir")
     @classmethod
@@ -112,7 +115,7 @@ class PromoteRequest(StrictModel):
     expected_version: int | None = Field(
         default=None, ge=1, description="the serving version you based this on (409 if stale)"
     )
-    note: str | None = Field(default=None, max_length=500)
+    note: str | None = Field(default=None, max_length=500, pattern=NO_NUL_PATTERN)
 
 
 class PromoteResponse(BaseModel):

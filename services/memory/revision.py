@@ -103,7 +103,7 @@ class Reviser:
         if summary is None:
             return {"state": "rejected", "reason": f"no summary of step {revision.step}"}
         await _progress(ctx, 1, "analysing")
-        analyses = await self._analyse(revision, criteria)
+        analyses = await self._analysed(revision, criteria, ctx)
         await _progress(ctx, 2, "retrieving")
         history = await self._history(revision, summary)
         await _progress(ctx, 3, "editing")
@@ -149,6 +149,23 @@ class Reviser:
             offset=0,
         )
         return rows[0] if rows else None
+
+    async def _analysed(
+        self, revision: MemoryRevision, criteria: Sequence[Criterion], ctx: JobContext | None
+    ) -> list[MemoryRecordRow]:
+        """The step's rollout analyses: the ones an earlier attempt stored (its checkpoint), or
+        new ones. The analyst's one batched call is the revision's unit of progress that is
+        stored; the editor's call after it is one atomic call, and the guard and the apply
+        run again on a retry (issue 23)."""
+        saved = ctx.checkpoint.get("analyses") if ctx and isinstance(ctx.checkpoint, dict) else None
+        if saved is not None:
+            rows = [await self._repo.record(str(record_id)) for record_id in saved]
+            if all(row is not None for row in rows):
+                return [row for row in rows if row is not None]
+        records = await self._analyse(revision, criteria)
+        if ctx is not None:
+            await ctx.save_checkpoint({"analyses": [record.id for record in records]})
+        return records
 
     async def _analyse(
         self, revision: MemoryRevision, criteria: Sequence[Criterion]

@@ -4,13 +4,15 @@
 reward groups (their texts are kept unless ``PLAUDIT_STORE_TEXTS=false``), scores each again
 with the new spec (nothing is stored), and reports per group the rank correlation of the old
 and new totals, and the share of completions whose advantage keeps its sign (GRPO's: the
-total minus the group's mean). Groups stored without texts are counted as skipped.
+total minus the group's mean). Groups stored without texts are counted as skipped. The job
+checkpoints after each group, so a retry after its process died scores only the rest.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import Field
@@ -46,6 +48,7 @@ class RescoreParams(RescoreRequest):
 
 
 Progress = Callable[[int, int], Awaitable[None]]
+Save = Callable[[Any], Awaitable[None]]
 
 
 def average_ranks(values: Sequence[float]) -> list[float]:
@@ -102,13 +105,70 @@ def compare(old: Sequence[float | None], new: Sequence[float | None]) -> dict[st
     }
 
 
-async def rescore_run(
-    service: RewardsService,
-    groups: ScoredGroupRepository,
-    params: RescoreParams,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Score the run's stored reward groups again with ``params.spec``; the agreement report."""
+@dataclass
+class Tally:
+    """What the groups rescored so far add up to: a job's checkpoint (issue 23), so a retry
+    after its process died goes on after ``last_id`` instead of scoring those groups again."""
+
+    done: int = 0
+    last_id: str | None = None
+    listed: list[dict[str, Any]] = field(default_factory=list)
+    spearmans: list[float] = field(default_factory=list)
+    same_sign: int = 0
+    compared: int = 0
+    skipped: int = 0
+    failed: int = 0
+    new_hash: str | None = None
+    resumed_from: int = 0
+
+    def add(self, row: ScoredGroup, entry: dict[str, Any]) -> None:
+        self.done += 1
+        self.last_id = row.id
+        if entry["status"] == "no_texts":
+            self.skipped += 1
+        elif entry["status"] == "failed":
+            self.failed += 1
+        else:
+            self.compared += entry["compared"]
+            self.same_sign += entry["same_sign"]
+            if entry["spearman"] is not None:
+                self.spearmans.append(entry["spearman"])
+        if len(self.listed) < MAX_LISTED:
+            self.listed.append(entry)
+
+    def report(self, run_id: str, groups: int) -> dict[str, Any]:
+        spearmans, compared = self.spearmans, self.compared
+        return {
+            "run_id": run_id,
+            "spec_hash": self.new_hash,
+            "groups": groups,
+            "rescored": groups - self.skipped - self.failed,
+            "skipped_without_texts": self.skipped,
+            "failed": self.failed,
+            "mean_spearman": round(sum(spearmans) / len(spearmans), 6) if spearmans else None,
+            "groups_with_spearman": len(spearmans),
+            "sign_agreement": round(self.same_sign / compared, 6) if compared else None,
+            "completions_compared": compared,
+            "resumed_from": self.resumed_from,
+            "per_group": self.listed,
+        }
+
+    @classmethod
+    def resumed(cls, checkpoint: Any, rows: Sequence[ScoredGroup]) -> Tally:
+        """The tally a checkpoint holds, if its last group is still among ``rows`` (groups are
+        listed in scoring order, so the ones before it are the ones it counted)."""
+        try:
+            tally = cls(**checkpoint)
+        except TypeError:  # none, or not a tally
+            return cls()
+        ids = [row.id for row in rows[: tally.done]]
+        if not ids or ids[-1] != tally.last_id:
+            return cls()  # the run changed under it: start afresh
+        tally.resumed_from = tally.done
+        return tally
+
+
+async def _read_rows(groups: ScoredGroupRepository, params: RescoreParams) -> list[ScoredGroup]:
     rows: list[ScoredGroup] = []
     offset = 0
     while len(rows) < params.max_groups:
@@ -119,52 +179,53 @@ async def rescore_run(
         offset += PAGE
         if offset >= total:
             break
-    listed: list[dict[str, Any]] = []
-    spearmans: list[float] = []
-    same_sign = compared = skipped = failed = 0
-    new_hash: str | None = None
-    for done, row in enumerate(rows, start=1):
-        old = [r.get("total") for r in row.result.get("results", [])]
-        entry: dict[str, Any] = {
-            "id": row.id,
-            "step": row.step,
-            "old_spec_hash": row.result.get("spec_hash"),
-        }
-        if row.inputs is None:
-            skipped += 1
-            entry["status"] = "no_texts"
-        else:
-            try:
-                request = RewardsGroupRequest.model_validate({**row.inputs, "spec": params.spec})
-                response = await service.group(request)
-            except PlauditError as exc:
-                failed += 1
-                entry.update(status="failed", error=str(exc))
-            else:
-                new_hash = response.spec_hash
-                agreement = compare(old, [r.total for r in response.results])
-                entry.update(status="ok", **agreement)
-                compared += agreement["compared"]
-                same_sign += agreement["same_sign"]
-                if agreement["spearman"] is not None:
-                    spearmans.append(agreement["spearman"])
-        if len(listed) < MAX_LISTED:
-            listed.append(entry)
-        if progress is not None:
-            await progress(done, len(rows))
-    return {
-        "run_id": params.run_id,
-        "spec_hash": new_hash,
-        "groups": len(rows),
-        "rescored": len(rows) - skipped - failed,
-        "skipped_without_texts": skipped,
-        "failed": failed,
-        "mean_spearman": round(sum(spearmans) / len(spearmans), 6) if spearmans else None,
-        "groups_with_spearman": len(spearmans),
-        "sign_agreement": round(same_sign / compared, 6) if compared else None,
-        "completions_compared": compared,
-        "per_group": listed,
+    return rows
+
+
+async def _rescore_one(
+    service: RewardsService, row: ScoredGroup, spec: Any, tally: Tally
+) -> dict[str, Any]:
+    """One group's entry of the report (``status``: ok, no_texts or failed)."""
+    entry: dict[str, Any] = {
+        "id": row.id,
+        "step": row.step,
+        "old_spec_hash": row.result.get("spec_hash"),
     }
+    if row.inputs is None:
+        return {**entry, "status": "no_texts"}
+    try:
+        request = RewardsGroupRequest.model_validate({**row.inputs, "spec": spec})
+        response = await service.group(request)
+    except PlauditError as exc:
+        return {**entry, "status": "failed", "error": str(exc)}
+    tally.new_hash = response.spec_hash
+    old = [r.get("total") for r in row.result.get("results", [])]
+    return {**entry, "status": "ok", **compare(old, [r.total for r in response.results])}
+
+
+async def rescore_run(
+    service: RewardsService,
+    groups: ScoredGroupRepository,
+    params: RescoreParams,
+    progress: Progress | None = None,
+    *,
+    checkpoint: Any = None,
+    save: Save | None = None,
+) -> dict[str, Any]:
+    """Score the run's stored reward groups again with ``params.spec``; the agreement report.
+
+    ``checkpoint`` is what ``save`` was last given (a :class:`Tally` as a dict): the groups it
+    counted are not scored again. ``save`` is called after each group.
+    """
+    rows = await _read_rows(groups, params)
+    tally = Tally.resumed(checkpoint, rows)
+    for row in rows[tally.done :]:
+        tally.add(row, await _rescore_one(service, row, params.spec, tally))
+        if save is not None:
+            await save(asdict(tally))
+        if progress is not None:
+            await progress(tally.done, len(rows))
+    return tally.report(params.run_id, len(rows))
 
 
 def rescore_job(service: RewardsService, groups: ScoredGroupRepository) -> JobFunction:
@@ -179,7 +240,9 @@ def rescore_job(service: RewardsService, groups: ScoredGroupRepository) -> JobFu
             await ctx.progress(done, total, "rescoring groups")
 
         await ctx.progress(0, None, "reading the run")
-        return await rescore_run(service, groups, request, reported)
+        return await rescore_run(
+            service, groups, request, reported, checkpoint=ctx.checkpoint, save=ctx.save_checkpoint
+        )
 
     return run
 

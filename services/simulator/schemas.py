@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from services.core.schemas import Message, Page, StrictModel
 from services.core.store_refs import ArtifactName, ArtifactRefStr
+from services.core.validation_messages import NO_NUL_PATTERN
 from services.simulator.calibration import CalibrationConfig
 
 MAX_GOAL = 4000
@@ -153,7 +154,9 @@ class CalibrationRequest(CalibrationConfig):
         default="uss",
         description="the calibration is stored as a new version of this name",
     )
-    note: str | None = Field(default=None, max_length=500, description="kept in the history")
+    note: str | None = Field(
+        default=None, max_length=500, pattern=NO_NUL_PATTERN, description="kept in the history"
+    )
 
     def config(self) -> CalibrationConfig:
         return CalibrationConfig(**self.model_dump(exclude={"name", "note"}))

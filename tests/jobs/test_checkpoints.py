@@ -1,8 +1,8 @@
 """The real job kinds resume from their checkpoints (issue 23): a server (in-process runner,
 SQLite) or a ``plaudit worker`` (arq, Postgres + Redis) is SIGKILLed in the middle of a
-rubric synthesis or a judge evaluation; the job runs again and carries on from its last
-checkpoint: what the killed attempt stored is kept, not done again, and the final result has
-every document or vote once.
+rubric synthesis, a judge evaluation or a run's rescoring; the job runs again and carries on
+from its last checkpoint: what the killed attempt stored is kept, not done again, and the
+final result has every document, vote or group once.
 
 The processes, the database, Redis and the kill are real; the model is the scripted
 generator and rubric judge (tests/jobs/scripted_plaudit.py), slowed so the kill lands
@@ -176,7 +176,11 @@ class Victims:
         self.procs.append(proc)
         return proc
 
-    async def submit(self, kind: str, path: str, body: dict[str, Any]) -> str:
+    async def submit(
+        self, kind: str, path: str, body: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> str:
+        """Start the job: posted to ``path`` with ``body`` on a server, or submitted to the
+        workers' queue with ``params`` (default: ``body``)."""
         if self.settings.redis_url is None:
             port = free_port()
             proc = self._start(["serve", "all", "--host", "127.0.0.1", "--port", str(port)])
@@ -184,7 +188,7 @@ class Victims:
         self._start(["worker"])
         self._start(["worker"])
         async with started(self.settings, LoggingSynthBackend(None, 0.0)) as app:
-            job = await app.state.resources.jobs.submit(kind, body, owner=ALICE)
+            job = await app.state.resources.jobs.submit(kind, params or body, owner=ALICE)
         return str(job.id)
 
     def kill_holder(self, job: Job) -> int:
@@ -350,3 +354,57 @@ async def test_a_killed_evaluation_keeps_the_votes_it_judged(
     assert sum(c["votes"] for c in report["per_category"].values()) == len(votes)
     assert [o[0] for o in job.checkpoint["outcomes"]] == [v["id"] for v in votes]
     assert job.checkpoint["outcomes"][: len(at_kill["outcomes"])] == at_kill["outcomes"]
+
+
+async def _store_run(settings: Settings, run_id: str, groups: int) -> list[str]:
+    """``groups`` reward groups of ``run_id`` stored as Alice's (scored on diversity, so the
+    judge cache holds nothing for the rescoring); their ids in scoring order."""
+    async with started(settings, LoggingSynthBackend(None, 0.0)) as app:
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": "Bearer alice-key"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers
+        ) as c:
+            for step in range(groups):
+                body = {
+                    "prompt": f"Name {step + 2} colours.",
+                    "completions": ["GOOD red and blue", f"green {step}", "a cat sat"],
+                    "spec": {"channels": {"diversity": {}}},
+                    "run_id": run_id,
+                    "step": step,
+                }
+                stored = await c.post("/v1/rewards/group", json=body)
+                assert stored.status_code == 200, stored.text
+            page = await c.get(f"/v1/runs/{run_id}/groups", params={"limit": groups})
+    return [g["id"] for g in page.json()["items"]]
+
+
+async def test_a_killed_rescore_keeps_the_groups_it_rescored(
+    settings: Settings, store: JobStore, victims: Victims
+) -> None:
+    """Killed after a few groups (each one scripted judge call): the retry goes on after the
+    last checkpointed group, and the report lists every group once."""
+    ids = await _store_run(settings, "ckpt-run", 10)
+    spec = {"channels": {"judge_scale": {"k": 10}}}
+    params = {"spec": spec, "run_id": "ckpt-run"}
+    job_id = await victims.submit(
+        "runs.rescore", "/v1/runs/ckpt-run/rescore", {"spec": spec}, params
+    )
+
+    def rescored_some(job: Job) -> bool:
+        return job.state == "running" and (job.checkpoint or {}).get("done", 0) >= 3
+
+    running = await _until(store, job_id, rescored_some, "rescored three groups")
+    killed = victims.kill_holder(running)
+    at_kill = (await store.get(job_id)).checkpoint  # type: ignore[union-attr]
+    assert 3 <= at_kill["done"] < len(ids)
+
+    job, _ = await victims.resume(store, job_id, killed)
+
+    assert job.state == "succeeded", job.error
+    assert job.attempts == 2 and job.error is None
+    report = job.result
+    assert report["resumed_from"] == at_kill["done"]  # not from group 0
+    assert [g["id"] for g in report["per_group"]] == ids  # every group once, in order
+    assert report["per_group"][: at_kill["done"]] == at_kill["listed"]  # kept as rescored
+    assert report["groups"] == report["rescored"] == len(ids) and report["failed"] == 0
