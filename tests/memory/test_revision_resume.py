@@ -12,8 +12,8 @@ import pytest
 
 from judges.backends.base import GenerateRequest, GenerateResult
 from services.core.jobs.context import JobContext
-from services.core.settings import Settings
 from services.memory.revision import REVISE
+from services.settings import Settings
 from tests.memory.conftest import ADMIN, TRAINER, Make, client
 from tests.memory.helpers import RUN, create_rubric, score_step, settle
 from tests.memory.scripted import ScriptedLLM

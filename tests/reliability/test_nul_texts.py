@@ -13,7 +13,7 @@ import pytest
 
 from services.app import create_app
 from services.core.embedder import Embedder
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 

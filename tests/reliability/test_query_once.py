@@ -15,7 +15,7 @@ from services.app import create_app
 from services.core.embedder import Embedder
 from services.core.envelope import install_error_handlers
 from services.core.query_once import query_once
-from services.core.settings import Settings
+from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend
 
