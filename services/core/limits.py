@@ -36,6 +36,9 @@ def reset_limits(token: Any) -> None:
 
 
 def _check_text(value: str) -> str:
+    # Characters are code points, as JSON Schema's maxLength counts them: a character outside
+    # the BMP is one, sent raw or as a JSON surrogate-pair escape (issue 23; the schema and
+    # the server agree: tests/reliability/test_schema_agrees.py).
     limit = active_limits().max_text_chars
     if len(value) > limit:
         raise ValueError(

@@ -176,8 +176,12 @@ def _coerce_completion(value: Any) -> Any:
     return {"text": value} if isinstance(value, str) else value
 
 
-#: ``completions`` accept plain strings or ``{"id", "text"}`` objects everywhere in Plaudit.
-Completion = Annotated[CompletionItem, BeforeValidator(_coerce_completion)]
+#: ``completions`` accept plain strings or ``{"id", "text"}`` objects everywhere in Plaudit
+#: (the schema says both: issue 23 found it stating objects only).
+Completion = Annotated[
+    CompletionItem,
+    BeforeValidator(_coerce_completion, json_schema_input_type=Text | CompletionItem),
+]
 
 
 def completion_ids(items: list[CompletionItem]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,6 +14,7 @@ from fastapi import FastAPI
 
 from services.app import create_app
 from services.core.embedder import Embedder
+from services.core.reliability_settings import LimitsSettings
 from services.core.store_refs import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
 from services.settings import Settings
 from tests.conftest import assert_envelope
@@ -24,6 +26,22 @@ async def embedded(
     embedded_settings: Settings, embedder: Embedder
 ) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     app = create_app(embedded_settings, embedder=embedder, judge_backend=ScriptedBackend())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            yield app, client
+
+
+#: Texts of at most four characters, so the limit is cheap to reach in a test.
+TINY = LimitsSettings(max_text_chars=4)
+
+
+@pytest.fixture
+async def tiny(
+    embedded_settings: Settings, embedder: Embedder
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    settings = embedded_settings.model_copy(update={"limits": TINY})
+    app = create_app(settings, embedder=embedder, judge_backend=ScriptedBackend())
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
@@ -163,3 +181,56 @@ async def test_exactly_one_of_two_fields_is_in_the_schema(
         assert not checker.is_valid(nulled), path
         refused = await client.post(path, json=neither)
         assert_envelope(refused, 422)
+
+
+def _completion_branches(schema: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    item = _body_schema(schema, path)["properties"]["completions"]["items"]
+    return [_resolve(schema, b) for b in item["anyOf"]]
+
+
+async def test_plain_string_completions_are_in_the_schema(
+    embedded: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    """The server took ``["a", "bb"]`` where the schema allowed only ``{id, text}`` objects."""
+    _, client = embedded
+    schema = (await client.get("/openapi.json")).json()
+    for path in ("/v1/rewards/group", "/v1/diversity/group", "/v1/judge/scale"):
+        text, item = _completion_branches(schema, path)
+        assert text["type"] == "string" and text["maxLength"] == 100_000, (path, text)
+        assert item["type"] == "object" and item["required"] == ["text"], (path, item)
+    accepted = await client.post(
+        "/v1/rewards/group",
+        json={"prompt": "p", "completions": ["a", "bb"], "spec": {"channels": {"diversity": {}}}},
+    )
+    assert accepted.status_code == 200, accepted.text
+
+
+#: Four characters outside the BMP: four code points, written as four surrogate-pair escapes
+#: in JSON (eight UTF-16 units), which JSON Schema and the server both count as four.
+ASTRAL = "\U0001f600" * 4
+
+
+@pytest.mark.parametrize("as_object", [False, True])
+async def test_schema_and_server_count_text_length_the_same_way(
+    tiny: tuple[FastAPI, httpx.AsyncClient], as_object: bool
+) -> None:
+    """A text's length is its code points on both sides (issue 23): the limit in the schema
+    (``maxLength``) and the server's check accept and refuse the same texts, whether a
+    character outside the BMP is sent raw in UTF-8 or as a ``\\ud83d\\ude00`` escape pair."""
+    _, client = tiny
+    schema = (await client.get("/openapi.json")).json()
+    text, item = _completion_branches(schema, "/v1/diversity/group")
+    branch = _resolve(schema, item["properties"]["text"]) if as_object else text
+    assert branch["maxLength"] == 4
+    check = jsonschema.Draft202012Validator(branch)
+    for value, fits in ((ASTRAL, True), (ASTRAL + "x", False), ("x" * 5, False)):
+        assert check.is_valid(value) is fits, value
+        completion: Any = {"text": value} if as_object else value
+        for escaped in (False, True):  # raw UTF-8, and JSON's \\u escapes (surrogate pairs)
+            body = json.dumps({"completions": [completion, "ok"]}, ensure_ascii=escaped)
+            answer = await client.post(
+                "/v1/diversity/group",
+                content=body.encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            assert (answer.status_code == 200) is fits, (value, escaped, answer.text)
