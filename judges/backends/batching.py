@@ -167,11 +167,6 @@ def _chunks(rows: list[Row], limit: int) -> list[list[Row]]:
     return chunks
 
 
-def has_prefix_pair(tokenized: list[list[int]]) -> bool:
-    """True when some candidate's tokens are a proper prefix of another's."""
-    return any(len(a) < len(b) and b[: len(a)] == a for a in tokenized for b in tokenized)
-
-
 def pad_token_id(tokenizer: Any) -> int:
     """The tokenizer's pad id, else its EOS id, else 0 (padding is masked anyway)."""
     for candidate in (tokenizer.pad_token_id, tokenizer.eos_token_id):

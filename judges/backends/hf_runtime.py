@@ -50,7 +50,6 @@ from judges.backends.base import (
 )
 from judges.backends.batching import (
     Row,
-    has_prefix_pair,
     pad_left,
     pad_token_id,
     prefix_groups,
@@ -58,6 +57,7 @@ from judges.backends.batching import (
     shared_prefix_length,
     stop_token_ids,
 )
+from judges.backends.sequence_scoring import has_prefix_pair
 
 logger = logging.getLogger(__name__)
 

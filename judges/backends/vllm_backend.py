@@ -57,6 +57,7 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
+from judges.backends.sequence_scoring import has_prefix_pair
 from judges.lifecycle import Readiness, State
 
 logger = logging.getLogger(__name__)
@@ -218,7 +219,7 @@ class VLLMRuntime:
         tokenized: list[list[int]] | None = None,
     ) -> list[_Row]:
         tokenized = tokenized or [self.encode_candidate(c) for c in request.candidates]
-        if _has_prefix_pair(tokenized):
+        if has_prefix_pair(tokenized):
             tokenized = [[*ids, self.eos_id] for ids in tokenized]
         return [_Row(owner, prompt + ids, ids) for ids in tokenized]
 
@@ -367,10 +368,6 @@ def _guided(params_class: Callable[..., Any], schema: dict[str, Any]) -> Any:
         return params_class(json=schema, disable_any_whitespace=True)
     except TypeError:
         return params_class(json=schema)
-
-
-def _has_prefix_pair(tokenized: list[list[int]]) -> bool:
-    return any(len(a) < len(b) and b[: len(a)] == a for a in tokenized for b in tokenized)
 
 
 def _engine_max_len(llm: Any) -> int:

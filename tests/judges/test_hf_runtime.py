@@ -10,8 +10,9 @@ from judges.backends.base import ChoiceRequest, ChoiceResult, user
 
 torch = pytest.importorskip("torch")
 
-from judges.backends.batching import Row, has_prefix_pair, run_in_chunks  # noqa: E402
+from judges.backends.batching import Row, run_in_chunks  # noqa: E402
 from judges.backends.hf_runtime import HFRuntime  # noqa: E402
+from judges.backends.sequence_scoring import has_prefix_pair  # noqa: E402
 
 
 @pytest.fixture(scope="module")
