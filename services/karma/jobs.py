@@ -10,18 +10,16 @@ directory with its metrics and answers the evaluation with its baselines.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from services.core.errors import InvalidInput
-from services.core.jobs.context import JobCancelled, JobContext, JobFunction, JobRegistry
+from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.jobs.store import ACTIVE, JobStore
+from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
 from services.core.server_files import model_folder
 from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
@@ -32,11 +30,9 @@ from services.karma.settings import KarmaSettings
 from services.karma.training import BUNDLED
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 TRAIN = "karma.train"
 #: The training stages as the job's progress names them.
-STAGES = {"load": "loading", "train": "training", "evaluate": "evaluating", "save": "saving"}
 #: A user's JSONL up to this size is read when the request arrives (bad lines: 422 at once).
 CHECK_NOW_BYTES = 50 * 2**20
 
@@ -119,7 +115,7 @@ def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
         # embedding cache instead, whose shards are written as it goes.)
         await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
         await ctx.progress(0, 1, "loading")
-        reporter = _Reporter(ctx, asyncio.get_running_loop())
+        reporter = ThreadProgress(ctx, asyncio.get_running_loop())
         config = request.config(work / "model")
         update: dict[str, Any] = {"checkpoint_dir": work / CHECKPOINTS}
         if request.data != "reddit_karma":
@@ -127,7 +123,7 @@ def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
         config = config.model_copy(update=update)
         try:
             result = await asyncio.to_thread(
-                _keeping_threads(train_karma),
+                keeping_torch_threads(train_karma),
                 config,
                 data_dir=karma_dir(settings),
                 models_dir=work,
@@ -152,22 +148,6 @@ def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
     return run
 
 
-def _keeping_threads(function: Callable[..., _T]) -> Callable[..., _T]:
-    """``function``, restoring torch's CPU thread count after it: ``threads`` of a training
-    request sets it for the whole process, which also serves other models."""
-
-    def run(*args: Any, **kwargs: Any) -> _T:
-        import torch
-
-        before = torch.get_num_threads()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-
-    return run
-
-
 def job_result(metrics: dict[str, Any], name: str, version: int, serving: bool) -> dict[str, Any]:
     """The job's answer: the stored version, the evaluation with its baselines, the run."""
     return {
@@ -179,33 +159,6 @@ def job_result(metrics: dict[str, Any], name: str, version: int, serving: bool) 
         "data": metrics["data"],
         "params": metrics["params"],
     }
-
-
-class _Reporter:
-    """``progress(done, total, stage)`` from the training thread, written through the job's
-    context on the event loop: each new stage at once, then at most every ``every_s``. A
-    cancelled job stops at the next report (a training step)."""
-
-    def __init__(
-        self, ctx: JobContext, loop: asyncio.AbstractEventLoop, every_s: float = 1.0
-    ) -> None:
-        self.ctx, self.loop, self.every_s = ctx, loop, every_s
-        self.stage, self.last = "", 0.0
-
-    def __call__(self, done: int, total: int, stage: str) -> None:
-        self.ctx.raise_if_cancelled()
-        name = STAGES.get(stage, stage)
-        now = time.monotonic()
-        if name == self.stage and now - self.last < self.every_s and done < total:
-            return
-        self.stage, self.last = name, now
-        future = asyncio.run_coroutine_threadsafe(self.ctx.progress(done, total, name), self.loop)
-        try:
-            future.result(timeout=60)
-        except JobCancelled:
-            raise
-        except (concurrent.futures.TimeoutError, Exception) as exc:
-            log.warning("job %s: progress not recorded (%s)", self.ctx.job_id, exc)
 
 
 async def training_under(store: JobStore, name: str) -> bool:

@@ -21,10 +21,10 @@ import numpy.typing as npt
 from judges.backends.settings import resolve_role
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
+from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
 from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
 from services.judge.settings import JudgeSettings
-from services.karma.jobs import _keeping_threads, _Reporter
 from services.simulator.data import resolve_source
 from services.simulator.schemas import CalibrationRequest
 from services.simulator.service import SimulatorService, headline
@@ -74,14 +74,14 @@ def calibrate_job(service: SimulatorService, settings: CoreSettings) -> JobFunct
         try:
             base = await asyncio.to_thread(base_model_dir, settings)
             result = await asyncio.to_thread(
-                _keeping_threads(calibrate),
+                keeping_torch_threads(calibrate),
                 request.config(),
                 base_dir=base,
                 data_dir=uss_dir(settings),
                 roots=SimulatorSettings.of(settings).data_roots,
                 out=work / "calibration",
                 embed=embed,
-                progress=_Reporter(ctx, loop),
+                progress=ThreadProgress(ctx, loop),
                 checkpoints=work / CHECKPOINTS,
             )
             await ctx.progress(0, 1, "saving")
