@@ -98,9 +98,8 @@ def _votes_file(data: str) -> Path:
     """``mtbench_human/<split>`` in the fetched dataset, or a file path."""
     name, _, split = data.partition("/")
     if name == "mtbench_human" and split in ("dev", "test"):
-        from services.settings import get_settings
-
         from services.datasets.store import locate, missing_hint
+        from services.settings import get_settings
 
         path = locate(get_settings(), name) / f"{split}.jsonl"
         if not path.is_file():
@@ -124,8 +123,7 @@ def _on_server(
     server_data: str | None,
     fields: dict[str, Any],
 ) -> dict[str, Any]:
-    from offline.jobs_cli import _client, finish
-    from offline.jobs_client import follow
+    from offline.jobs_cli import run_on_server
 
     if (data is None) == (server_data is None):
         _bad("with --server, give --data (sent inline) or --server-data (a file on the server)")
@@ -134,14 +132,7 @@ def _on_server(
         body.update(votes=_sampled_rows(data, fields), source=data.name)
     else:
         body["data"] = server_data
-    with _client(server, api_key) as client:
-        job = client.request("POST", "/v1/judge/evaluations", json=body)
-        typer.echo(f"job {job['id']} started on {server}", err=True)
-        job = follow(client, job["id"], ProgressDisplay())
-    if job["state"] != "succeeded":
-        finish(job)
-    report: dict[str, Any] = job["result"]
-    return report
+    return run_on_server(server, api_key, "/v1/judge/evaluations", body)
 
 
 def _sampled_rows(data: Path, fields: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,9 +151,8 @@ def _sampled_rows(data: Path, fields: dict[str, Any]) -> list[dict[str, Any]]:
 def _in_process(
     data: Path, fields: dict[str, Any], judge_settings: dict[str, str | None]
 ) -> dict[str, Any]:
-    from services.settings import get_settings
-
     from services.judge.schemas import EvaluationRequest
+    from services.settings import get_settings
 
     overrides = {f"judge_{name}": v for name, v in judge_settings.items() if v is not None}
     settings = get_settings().with_overrides(**overrides)

@@ -27,7 +27,7 @@ DEFAULT_SERVER = "http://127.0.0.1:8000"
 
 
 @contextmanager
-def _client(server: str, api_key: str | None) -> Iterator[PlauditClient]:
+def client_for(server: str, api_key: str | None) -> Iterator[PlauditClient]:
     """A client whose errors end the command with the server's message (exit 2)."""
     try:
         with connect(server, api_key) as client:
@@ -35,6 +35,22 @@ def _client(server: str, api_key: str | None) -> Iterator[PlauditClient]:
     except PlauditError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+def run_on_server(
+    server: str, api_key: str | None, path: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Start the job that ``POST path`` starts on ``server``, show its progress until it ends,
+    and return its result; a job that did not succeed ends the command (exit 1). The one job
+    follower of the karma, simulator, rubrics and eval commands (issue 20)."""
+    with client_for(server, api_key) as client:
+        job = client.request("POST", path, json=body)
+        typer.echo(f"job {job['id']} started on {server}", err=True)
+        job = follow(client, job["id"], ProgressDisplay())
+    if job["state"] != "succeeded":
+        finish(job)
+    result: dict[str, Any] = job["result"]
+    return result
 
 
 @jobs_app.command("list")
@@ -50,7 +66,7 @@ def list_jobs(
     """Jobs, newest first (a reward key's own; every job for an admin key)."""
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     params.update({k: v for k, v in (("kind", kind), ("state", state)) if v is not None})
-    with _client(server, api_key) as client:
+    with client_for(server, api_key) as client:
         page = client.request("GET", "/v1/jobs", params=params)
     if as_json:
         typer.echo(json.dumps(page, indent=2))
@@ -64,7 +80,7 @@ def list_jobs(
 @jobs_app.command("show")
 def show(job_id: JobId, server: Server = DEFAULT_SERVER, api_key: ApiKey = None) -> None:
     """One job as JSON, with its params and result."""
-    with _client(server, api_key) as client:
+    with client_for(server, api_key) as client:
         job = client.request("GET", f"/v1/jobs/{job_id}")
     typer.echo(json.dumps(job, indent=2))
 
@@ -79,7 +95,7 @@ def wait(
 ) -> None:
     """Follow a job until it finishes: a progress bar on a terminal, periodic lines
     elsewhere; the result goes to stdout as JSON. Exit 1 when it failed or was cancelled."""
-    with _client(server, api_key) as client:
+    with client_for(server, api_key) as client:
         job = follow(client, job_id, ProgressDisplay(every_s=every), interval=interval)
     finish(job)
 
@@ -95,7 +111,7 @@ def finish(job: dict[str, Any]) -> None:
 @jobs_app.command("cancel")
 def cancel(job_id: JobId, server: Server = DEFAULT_SERVER, api_key: ApiKey = None) -> None:
     """Cancel a queued job, or ask a running one to stop."""
-    with _client(server, api_key) as client:
+    with client_for(server, api_key) as client:
         job = client.request("POST", f"/v1/jobs/{job_id}/cancel")
     note = " (stop requested)" if job["state"] == "running" else ""
     typer.echo(describe(job) + note)

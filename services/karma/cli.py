@@ -230,20 +230,12 @@ def evaluate_command(
 def _train_on_server(server: str, api_key: str | None, options: dict[str, Any]) -> None:
     """Start ``karma.train`` on ``server``, follow it, print where the model went and its
     evaluation (the full result as JSON on stdout)."""
-    from offline.jobs_cli import _client, finish
-    from offline.jobs_client import follow
-    from offline.progress import ProgressDisplay
+    from offline.jobs_cli import run_on_server
 
     body = {k: v for k, v in options.items() if v is not None and k != "output_dir"}
     if body.get("eval_max_pairs") == 0:  # 0 means all; max_train_pairs takes 0 itself
         body["eval_max_pairs"] = None
-    with _client(server, api_key) as client:
-        job = client.request("POST", "/v1/karma/train", json=body)
-        typer.echo(f"job {job['id']} started on {server}", err=True)
-        job = follow(client, job["id"], ProgressDisplay())
-    if job["state"] != "succeeded":
-        finish(job)
-    result = job["result"]
+    result = run_on_server(server, api_key, "/v1/karma/train", body)
     model = result["model"]
     serving = "serving" if model["serving"] else "not serving: promote it to serve"
     typer.echo(f"stored as {model['name']}@{model['version']} ({serving})", err=True)

@@ -165,18 +165,9 @@ def _services() -> Any:
 
 
 def _on_server(server: str, api_key: str | None, body: dict[str, Any]) -> dict[str, Any]:
-    from offline.jobs_cli import _client, finish
-    from offline.jobs_client import follow
-    from offline.progress import ProgressDisplay
+    from offline.jobs_cli import run_on_server
 
-    with _client(server, api_key) as client:
-        job = client.request("POST", "/v1/rubrics/synthesize", json=body)
-        typer.echo(f"job {job['id']} started on {server}", err=True)
-        job = follow(client, job["id"], ProgressDisplay())
-    if job["state"] != "succeeded":
-        finish(job)
-    result: dict[str, Any] = job["result"]
-    return result
+    return run_on_server(server, api_key, "/v1/rubrics/synthesize", body)
 
 
 def _export_from(server: str, api_key: str | None, job: str, fmt: str) -> bytes:

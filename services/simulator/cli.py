@@ -241,18 +241,10 @@ def _majority(dialogues: list[Any]) -> int:
 
 
 def _on_server(server: str, api_key: str | None, body: dict[str, Any]) -> None:
-    from offline.jobs_cli import _client, finish
-    from offline.jobs_client import follow
-    from offline.progress import ProgressDisplay
+    from offline.jobs_cli import run_on_server
 
     body = {k: v for k, v in body.items() if v is not None}
-    with _client(server, api_key) as client:
-        job = client.request("POST", "/v1/simulator/calibrations", json=body)
-        typer.echo(f"job {job['id']} started on {server}", err=True)
-        job = follow(client, job["id"], ProgressDisplay())
-    if job["state"] != "succeeded":
-        finish(job)
-    result = job["result"]
+    result = run_on_server(server, api_key, "/v1/simulator/calibrations", body)
     typer.echo(f"stored as {result['calibration']['ref']}", err=True)
     typer.echo(summary(result["realism"]), err=True)
     typer.echo(json.dumps(result, indent=2))
