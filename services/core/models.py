@@ -24,6 +24,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored one is UTC (the one helper for it)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def utc_iso(moment: datetime) -> str:
+    """A stored time as ISO 8601 with its zone (``2026-12-05T06:55:00+00:00``)."""
+    return as_utc(moment).isoformat()
+
+
 #: Constraint names Alembic can find again on every database.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -16,7 +16,7 @@ from sqlalchemy import desc, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.context import current_principal
-from services.core.models import ScoredGroup
+from services.core.models import ScoredGroup, utc_iso
 from services.core.outages import reading, transaction
 from services.core.schemas import ScoredGroupOut
 
@@ -216,7 +216,7 @@ def group_out(row: ScoredGroup) -> ScoredGroupOut:
         group_id=row.group_id,
         request_hash=row.request_hash,
         result=row.result,
-        created_at=row.created_at.isoformat(),
+        created_at=utc_iso(row.created_at),
         spec_name=row.spec_name,
         spec_version=row.spec_version,
         inputs=row.inputs,

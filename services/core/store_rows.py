@@ -4,13 +4,19 @@ into the store's answers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
 from services.core import store_files
 from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.models import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
+from services.core.models import (
+    Artifact,
+    ArtifactEventRecord,
+    ArtifactVersionRecord,
+    as_utc,
+    utcnow,
+)
 from services.core.store_models import (
     ArtifactEvent,
     ArtifactInfo,
@@ -91,9 +97,7 @@ def payload_hash(version: VersionInfo | None) -> str | None:
     return None if version is None or version.payload is None else version.payload.sha256
 
 
-def aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every stored time is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+aware = as_utc  # the store's name for the one helper (services.core.models.as_utc)
 
 
 def info_out(row: Artifact) -> ArtifactInfo:

@@ -9,8 +9,8 @@ from typing import Any
 from services.core.auth import Caller
 from services.core.errors import Conflict, NotFound
 from services.core.jobs.queues import JobQueue
-from services.core.jobs.store import FINISHED, JobState, as_utc
-from services.core.models import Job
+from services.core.jobs.store import FINISHED, JobState
+from services.core.models import Job, as_utc
 from services.jobs.schemas import JobOut, JobPage, JobProgress
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from services.core.models import utc_iso
 from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRun
 from services.memory.retrieval import Candidate
 from services.memory.schemas import (
@@ -17,10 +17,7 @@ from services.memory.schemas import (
     StepStatsOut,
 )
 
-
-def iso(moment: datetime) -> str:
-    """ISO 8601 in UTC (SQLite gives back naive datetimes that were written in UTC)."""
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+iso = utc_iso
 
 
 def candidate(row: MemoryRecordRow) -> Candidate:

@@ -15,13 +15,13 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from services.core.envelope import format_loc
 from services.core.errors import Conflict, InvalidInput, NotFound
+from services.core.models import utc_iso
 from services.core.records import ScoredGroupRepository, content_hash
 from services.core.schemas import INT32_MAX, CompletionItem, Page, Prompt
 from services.core.unicode_check import find_surrogates
@@ -358,9 +358,7 @@ def _out(head: RubricHead, version: RubricVersion) -> RubricOut:
     )
 
 
-def _iso(moment: datetime) -> str:
-    """ISO 8601 in UTC (SQLite gives back naive datetimes that were written in UTC)."""
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+_iso = utc_iso
 
 
 def _version_info(version: RubricVersion, head: RubricHead) -> RubricVersionInfo:

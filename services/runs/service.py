@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from services.core.models import utc_iso
 from services.core.records import ScoredGroupRepository, group_out
 from services.core.schemas import Page, ScoredGroupOut
 from services.runs.schemas import RunSummary, SpecUse
@@ -24,8 +25,8 @@ class RunsService:
                 groups=row.groups,
                 first_step=row.first_step,
                 last_step=row.last_step,
-                first_at=row.first_at.isoformat(),
-                last_at=row.last_at.isoformat(),
+                first_at=utc_iso(row.first_at),
+                last_at=utc_iso(row.last_at),
                 services=row.services,
                 specs=[SpecUse(**use) for use in await self._groups.run_specs(row.run_id)],
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import CursorResult, delete, func, select, update
@@ -24,11 +24,6 @@ FinalState = Literal["succeeded", "failed", "cancelled"]
 ACTIVE: tuple[JobState, ...] = ("queued", "running")
 FINISHED: tuple[JobState, ...] = ("succeeded", "failed", "cancelled")
 MAX_ERROR_CHARS = 2000
-
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every stored one is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class JobStore:

@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 
 from services.core.jobs.runner import is_own_worker
 from services.core.jobs.settings import JobsSettings
-from services.core.jobs.store import JobStore, as_utc
-from services.core.models import Job, utcnow
+from services.core.jobs.store import JobStore
+from services.core.models import Job, as_utc, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.context import current_principal
-from services.core.models import RubricInstanceRecord, utcnow
+from services.core.models import RubricInstanceRecord, utc_iso, utcnow
 from services.rubrics.synthesis.schemas import InstanceOut, InstanceStatus
 
 
@@ -153,5 +152,5 @@ def _out(row: RubricInstanceRecord) -> InstanceOut:
         rubric_id=row.rubric_id,
         rubric_version=row.rubric_version,
         candidate=dict(row.candidate),
-        created_at=(created if created.tzinfo else created.replace(tzinfo=UTC)).isoformat(),
+        created_at=utc_iso(created),
     )
