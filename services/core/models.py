@@ -10,7 +10,6 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Float,
-    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -192,47 +191,6 @@ class Job(Base):
         Index("ix_jobs_owner_created", "owner", "created_at"),
         Index("ix_jobs_state", "state"),
     )
-
-
-# --- rubrics (services/rubrics/repository.py) ---------------------------------------------
-
-
-class RubricRecord(Base):
-    """A rubric's head: who owns it, its current and latest version, and the current
-    version's name, domain and source (what listings filter on)."""
-
-    __tablename__ = "rubrics"
-
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    owner: Mapped[str | None] = mapped_column(String(40), nullable=True)
-    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    domain: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    source: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    current_version: Mapped[int] = mapped_column(Integer, nullable=False)
-    latest_version: Mapped[int] = mapped_column(Integer, nullable=False)
-    next_criterion: Mapped[int] = mapped_column(Integer, nullable=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-    __table_args__ = (
-        Index("ix_rubrics_owner_updated", "owner", "updated_at"),
-        Index("ix_rubrics_domain", "domain"),
-    )
-
-
-class RubricVersionRecord(Base):
-    """One immutable version of a rubric's content (criteria, question, reference answer)."""
-
-    __tablename__ = "rubric_versions"
-
-    rubric_id: Mapped[str] = mapped_column(
-        String(40), ForeignKey("rubrics.id", ondelete="CASCADE"), primary_key=True
-    )
-    version: Mapped[int] = mapped_column(Integer, primary_key=True)
-    content: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
-    content_hash: Mapped[str] = mapped_column(String(64), nullable=False)
-    note: Mapped[str | None] = mapped_column(String(1000), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 # --- rubric synthesis (services/rubrics/synthesis/repository.py) ----------------------------

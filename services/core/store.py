@@ -121,6 +121,53 @@ class ArtifactStore:
             if staged is not None:  # already renamed away when the write succeeded
                 await asyncio.to_thread(store_files.discard, staged.folder)
 
+    async def create_many(
+        self,
+        kind: str,
+        items: list[tuple[str, Any, dict[str, Any]]],
+        *,
+        owner: str | None = None,
+    ) -> list[ArtifactVersion]:
+        """Version 1 of several new artifacts (name, content, metadata), all in one
+        transaction: every one is stored or none; Conflict (409) when a name exists."""
+        check_kind(kind)
+        rows.check_author(owner, None)
+        now = utcnow()
+        heads: list[Artifact] = []
+        versions: list[ArtifactVersionRecord] = []
+        for name, content, metadata in items:
+            check_stored_name(name)
+            json_hash(metadata, "metadata")
+            draft = rows.Draft(
+                name, kind, content, json_hash(content), dict(metadata), None, 0, owner, None
+            )
+            heads.append(
+                Artifact(
+                    name=name,
+                    kind=kind,
+                    current_version=1,
+                    latest_version=1,
+                    owner=owner,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            version = rows.version_record(draft, 1, None, None)
+            version.created_at = now
+            versions.append(version)
+        async with self._sessions() as session:
+            session.add_all(heads)
+            try:
+                await session.flush()
+            except IntegrityError:
+                raise Conflict("an artifact of that name exists already", param="name") from None
+            session.add_all(versions)
+            session.add_all(
+                rows.event_record(v.name, "create", None, 1, owner, None, now) for v in versions
+            )
+            await session.commit()
+        return [rows.version_out(v, 1) for v in versions]
+
     async def rollback(
         self,
         name: str,
@@ -211,6 +258,61 @@ class ArtifactStore:
             total = await session.scalar(select(func.count()).select_from(Artifact).where(*where))
             found = (await session.scalars(query)).all()
         return [rows.info_out(row) for row in found], int(total or 0)
+
+    async def page_current(
+        self,
+        kind: str,
+        *,
+        owner: str | None = None,
+        content_equals: dict[str, str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[tuple[ArtifactInfo, ArtifactVersion]], int]:
+        """A page of one kind's artifacts with their current versions, most recently changed
+        first, and the total count. ``owner``: only that owner's; ``content_equals``: only
+        those whose current content has these top-level string fields."""
+        joined = (Artifact.name == ArtifactVersionRecord.name) & (
+            Artifact.current_version == ArtifactVersionRecord.version
+        )
+        where = [Artifact.kind == kind]
+        if owner is not None:
+            where.append(Artifact.owner == owner)
+        for key, value in (content_equals or {}).items():
+            where.append(ArtifactVersionRecord.content[key].as_string() == value)
+        query = (
+            select(Artifact, ArtifactVersionRecord)
+            .join(ArtifactVersionRecord, joined)
+            .where(*where)
+            .order_by(Artifact.updated_at.desc(), Artifact.name)
+            .limit(limit)
+            .offset(offset)
+        )
+        count = (
+            select(func.count())
+            .select_from(Artifact)
+            .join(ArtifactVersionRecord, joined)
+            .where(*where)
+        )
+        async with self._sessions() as session:
+            total = await session.scalar(count)
+            found = (await session.execute(query)).all()
+        page = [
+            (rows.info_out(head), rows.version_out(version, head.current_version))
+            for head, version in found
+        ]
+        return page, int(total or 0)
+
+    async def all_versions(self, name: str) -> list[ArtifactVersion]:
+        """Every version of ``name`` with its content, oldest first (NotFound when unknown)."""
+        query = (
+            select(ArtifactVersionRecord)
+            .where(ArtifactVersionRecord.name == name)
+            .order_by(ArtifactVersionRecord.version)
+        )
+        async with self._sessions() as session:
+            artifact = await _artifact(session, name)
+            found = (await session.scalars(query)).all()
+        return [rows.version_out(row, artifact.current_version) for row in found]
 
     async def list_versions(
         self, name: str, *, limit: int = 100, offset: int = 0

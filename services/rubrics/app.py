@@ -18,7 +18,7 @@ from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rubrics.channels import rubric_channels
 from services.rubrics.judging import RubricJudge
-from services.rubrics.repository import SqlRubricRepository
+from services.rubrics.repository import ArtifactRubricRepository
 from services.rubrics.router import router
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings
@@ -32,7 +32,7 @@ def component() -> Component:
         settings = RubricsSettings.of(resources.settings)
         return RubricsService(
             settings,
-            SqlRubricRepository(resources.sessions),
+            ArtifactRubricRepository(resources.artifacts),
             RubricJudge(
                 judge.cached_judge,
                 max_new_tokens=settings.generate_max_new_tokens,

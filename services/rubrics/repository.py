@@ -1,14 +1,14 @@
-"""Where rubrics are kept: a small repository interface and its database implementation.
+"""Where rubrics are kept: versions of artifacts of kind ``rubric`` in the one artifact store.
 
-The service sees only :class:`RubricRepository`. :class:`SqlRubricRepository` keeps a head row
-per rubric (``rubrics``: owner, current and latest version, the current name/domain/source for
-listings) and one immutable row per version (``rubric_versions``). Writes are compare-and-set
-on the head row, so of two concurrent editors exactly one wins and the other gets 409.
-
-The same interface maps onto the versioned artifact store: a rubric is an artifact of kind
-``rubric`` named by its id, each version's content is the artifact version's content, name,
-domain, source and the next criterion number go in its metadata, the owner is the artifact's
-owner, and a rollback moves the store's current pointer.
+The service sees only :class:`RubricRepository`; :class:`ArtifactRubricRepository` maps it
+onto :class:`~services.core.store.ArtifactStore` (issue 20: one versioned store). A rubric is
+the artifact named by its id (``rb_...``); each rubric version is the artifact version of the
+same number, its content the rubric's content, and its metadata the next free criterion
+number and the edit's note. The owner is the artifact's owner; a rollback moves the store's
+current pointer and is recorded as the store's event, so ``/v1/artifacts?kind=rubric``,
+``/v1/artifacts/rb_...@N``, its diff, history, rollback and promotion all work on rubrics.
+Writes are the store's compare-and-set: of two concurrent editors exactly one wins and the
+other gets 409.
 
 Tenancy: a caller sees the rubrics its key wrote (an admin, or an open server, sees all); a
 rubric it may not see is reported as unknown.
@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from services.core.context import current_principal
-from services.core.errors import Conflict
-from services.core.models import RubricRecord, RubricVersionRecord, utcnow
-from services.core.records import content_hash
+from services.core.errors import NotFound
+from services.core.store import ArtifactStore
+from services.core.store_models import ArtifactInfo, ArtifactVersion
+
+#: The artifact kind of a rubric.
+KIND = "rubric"
+#: An event note's limit in the store; a longer rubric note is kept whole in the version.
+_EVENT_NOTE = 500
 
 
 @dataclass(frozen=True)
@@ -113,181 +115,160 @@ def new_rubric_id() -> str:
     return f"rb_{uuid.uuid4().hex[:20]}"
 
 
-class SqlRubricRepository:
-    """:class:`RubricRepository` over the ``rubrics`` and ``rubric_versions`` tables."""
+class ArtifactRubricRepository:
+    """:class:`RubricRepository` over the artifact store."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self._sessions = sessions
+    def __init__(self, store: ArtifactStore) -> None:
+        self._store = store
 
     async def create(
         self, rubrics: list[NewRubric], ids: list[str] | None = None
     ) -> list[tuple[RubricHead, RubricVersion]]:
+        chosen = ids if ids is not None else [new_rubric_id() for _ in rubrics]
+        items = [
+            (rubric_id, rubric.content, _metadata(rubric.next_criterion, None))
+            for rubric_id, rubric in zip(chosen, rubrics, strict=True)
+        ]
         owner = current_principal().owner
-        now = utcnow()
-        heads: list[RubricRecord] = []
-        versions: list[RubricVersionRecord] = []
-        for index, rubric in enumerate(rubrics):
-            rubric_id = ids[index] if ids is not None else new_rubric_id()
-            heads.append(
-                RubricRecord(
-                    id=rubric_id,
-                    owner=owner,
-                    current_version=1,
-                    latest_version=1,
-                    next_criterion=rubric.next_criterion,
-                    created_at=now,
-                    updated_at=now,
-                    **_listed(rubric.content),
-                )
-            )
-            versions.append(_version_record(rubric_id, 1, rubric.content, None, now))
-        async with self._sessions() as session, session.begin():
-            session.add_all(heads)
-            await session.flush()
-            session.add_all(versions)
-        return [(_head(h), _version(v)) for h, v in zip(heads, versions, strict=True)]
+        saved = await self._store.create_many(KIND, items, owner=owner)
+        return [(_first_head(version, owner), _version(version)) for version in saved]
 
     async def head(self, rubric_id: str) -> RubricHead | None:
-        async with self._sessions() as session:
-            row = await session.get(RubricRecord, rubric_id)
-        if row is None or not current_principal().sees(row.owner):
+        try:
+            info = await self._store.info(rubric_id)
+        except NotFound:
             return None
-        return _head(row)
+        if info.kind != KIND or not current_principal().sees(info.owner):
+            return None
+        current = await self._store.get(rubric_id, info.current_version)
+        latest = current
+        if info.latest_version != info.current_version:
+            latest = await self._store.get(rubric_id, info.latest_version)
+        return _head(info, current, latest)
 
     async def version(self, rubric_id: str, version: int) -> RubricVersion | None:
-        async with self._sessions() as session:
-            row = await session.get(RubricVersionRecord, (rubric_id, version))
-        return None if row is None else _version(row)
+        try:
+            found = await self._store.get(rubric_id, version)
+        except NotFound:
+            return None
+        return _version(found) if found.kind == KIND else None
 
     async def versions(self, rubric_id: str) -> list[RubricVersion]:
-        query = (
-            select(RubricVersionRecord)
-            .where(RubricVersionRecord.rubric_id == rubric_id)
-            .order_by(RubricVersionRecord.version)
-        )
-        async with self._sessions() as session:
-            return [_version(row) for row in (await session.scalars(query)).all()]
+        return [_version(v) for v in await self._store.all_versions(rubric_id)]
 
     async def add_version(
         self, head: RubricHead, content: dict[str, Any], next_criterion: int, note: str | None
     ) -> tuple[RubricHead, RubricVersion]:
-        now = utcnow()
-        number = head.latest_version + 1
-        record = _version_record(head.id, number, content, note, now)
-        values = {
-            "current_version": number,
-            "latest_version": number,
-            "next_criterion": next_criterion,
-            "updated_at": now,
-            **_listed(content),
-        }
-        async with self._sessions() as session, session.begin():
-            await self._swap(session, head, values)
-            session.add(record)
-        return _moved(head, values), _version(record)
+        """The store's write; an edit equal to the current version (content and note) writes
+        nothing and answers the current version, so a retried edit is harmless."""
+        saved = await self._store.put(
+            head.id,
+            KIND,
+            content,
+            metadata=_metadata(next_criterion, note),
+            expected_version=head.current_version,
+            owner=current_principal().owner,
+            note=_event_note(note),
+        )
+        version = saved.version
+        if not saved.created:
+            return head, _version(version)
+        moved = RubricHead(
+            **{
+                **head.__dict__,
+                **_listed(version.content),
+                "current_version": version.version,
+                "latest_version": version.version,
+                "next_criterion": next_criterion,
+                "updated_at": version.created_at,
+            }
+        )
+        return moved, _version(version)
 
     async def set_current(self, head: RubricHead, version: RubricVersion) -> RubricHead:
-        values = {
-            "current_version": version.version,
-            "updated_at": utcnow(),
-            **_listed(version.content),
-        }
-        async with self._sessions() as session, session.begin():
-            await self._swap(session, head, values)
-        return _moved(head, values)
+        move = (
+            self._store.rollback if version.version < head.current_version else self._store.promote
+        )
+        moved = await move(
+            head.id,
+            version.version,
+            expected_version=head.current_version,
+            owner=current_principal().owner,
+        )
+        return RubricHead(
+            **{
+                **head.__dict__,
+                **_listed(version.content),
+                "current_version": moved.artifact.current_version,
+                "updated_at": moved.artifact.updated_at,
+            }
+        )
 
     async def page(
         self, where: ListFilter, *, limit: int, offset: int
     ) -> tuple[list[RubricHead], int]:
-        clauses = _visible()
-        for column, value in (
-            (RubricRecord.name, where.name),
-            (RubricRecord.domain, where.domain),
-            (RubricRecord.source, where.source),
-        ):
-            if value is not None:
-                clauses.append(column == value)
-        query = (
-            select(RubricRecord)
-            .where(*clauses)
-            .order_by(RubricRecord.updated_at.desc(), RubricRecord.id)
-            .limit(limit)
-            .offset(offset)
+        principal = current_principal()
+        owner = None if principal.admin else principal.owner
+        fields = {"name": where.name, "domain": where.domain, "source": where.source}
+        found, total = await self._store.page_current(
+            KIND,
+            owner=owner,
+            content_equals={k: v for k, v in fields.items() if v is not None},
+            limit=limit,
+            offset=offset,
         )
-        async with self._sessions() as session:
-            count = select(func.count()).select_from(RubricRecord).where(*clauses)
-            total = await session.scalar(count)
-            rows = (await session.scalars(query)).all()
-        return [_head(row) for row in rows], int(total or 0)
-
-    async def _swap(self, session: AsyncSession, head: RubricHead, values: dict[str, Any]) -> None:
-        """Move the head from the state ``head`` saw; Conflict when another writer moved it."""
-        result = await session.execute(
-            update(RubricRecord)
-            .where(
-                RubricRecord.id == head.id,
-                RubricRecord.latest_version == head.latest_version,
-                RubricRecord.current_version == head.current_version,
-            )
-            .values(**values)
-        )
-        if getattr(result, "rowcount", 0) != 1:
-            raise Conflict(
-                f"rubric {head.id} changed while this edit was made; read it again and retry",
-                param="expected_version",
-            )
+        # A listing's heads carry the current version's next criterion number; edits read
+        # the head again (``head``), which takes it from the latest version.
+        return [_head(info, current, current) for info, current in found], total
 
 
-def _visible() -> list[Any]:
-    principal = current_principal()
-    if principal.admin or principal.owner is None:
-        return []
-    return [RubricRecord.owner == principal.owner]
+def _metadata(next_criterion: int, note: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"next_criterion": next_criterion}
+    if note is not None:
+        meta["note"] = note
+    return meta
+
+
+def _event_note(note: str | None) -> str | None:
+    return None if note is None else note[:_EVENT_NOTE]
 
 
 def _listed(content: dict[str, Any]) -> dict[str, Any]:
     return {key: content.get(key) for key in ("name", "domain", "source")}
 
 
-def _version_record(
-    rubric_id: str, version: int, content: dict[str, Any], note: str | None, now: datetime
-) -> RubricVersionRecord:
-    return RubricVersionRecord(
-        rubric_id=rubric_id,
-        version=version,
-        content=content,
-        content_hash=content_hash(content),
-        note=note,
-        created_at=now,
-    )
-
-
-def _head(row: RubricRecord) -> RubricHead:
+def _head(info: ArtifactInfo, current: ArtifactVersion, latest: ArtifactVersion) -> RubricHead:
     return RubricHead(
-        id=row.id,
-        owner=row.owner,
-        name=row.name,
-        domain=row.domain,
-        source=row.source,
-        current_version=row.current_version,
-        latest_version=row.latest_version,
-        next_criterion=row.next_criterion,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        id=info.name,
+        owner=info.owner,
+        current_version=info.current_version,
+        latest_version=info.latest_version,
+        next_criterion=int(latest.metadata.get("next_criterion", 1)),
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        **_listed(current.content),
     )
 
 
-def _moved(head: RubricHead, values: dict[str, Any]) -> RubricHead:
-    data = {**head.__dict__, **values}
-    return RubricHead(**data)
+def _first_head(version: ArtifactVersion, owner: str | None) -> RubricHead:
+    return RubricHead(
+        id=version.name,
+        owner=owner,
+        current_version=1,
+        latest_version=1,
+        next_criterion=int(version.metadata["next_criterion"]),
+        created_at=version.created_at,
+        updated_at=version.created_at,
+        **_listed(version.content),
+    )
 
 
-def _version(row: RubricVersionRecord) -> RubricVersion:
+def _version(found: ArtifactVersion) -> RubricVersion:
     return RubricVersion(
-        rubric_id=row.rubric_id,
-        version=row.version,
-        content=dict(row.content),
-        content_hash=row.content_hash,
-        note=row.note,
-        created_at=row.created_at,
+        rubric_id=found.name,
+        version=found.version,
+        content=dict(found.content),
+        content_hash=found.content_hash,
+        note=found.metadata.get("note"),
+        created_at=found.created_at,
     )

@@ -3,7 +3,7 @@
 Every write is checked (:mod:`services.rubrics.validation`) before it is stored, and every
 inline rubric before it is judged. Example::
 
-    service = RubricsService(RubricsSettings(), SqlRubricRepository(sessions), judge)
+    service = RubricsService(RubricsSettings(), ArtifactRubricRepository(store), judge)
     rubric = await service.create(RubricCreate(name="boil", criteria=[...]))   # rb_..., v1
     scored = await service.score(ScoreRequest(rubric_id=rubric.id, prompt="...",
                                               completions=["..."]))

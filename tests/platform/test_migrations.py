@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -20,6 +22,8 @@ from sqlalchemy.engine import make_url
 
 from services.core import db
 from services.core.models import Base
+from services.core.store import ArtifactStore
+from services.rubrics.repository import ArtifactRubricRepository, ListFilter
 from tests.conftest import PG_MIGRATIONS_URL, require_services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,3 +204,138 @@ def _head() -> str:
     head = script.get_current_head()
     assert head is not None
     return head
+
+
+_OWNER = "key_00000000000000bb"
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:")
+
+
+async def _insert_rubrics(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Two rubrics as 0011 kept them: one edited twice and rolled back to version 1 (with
+    notes), one new; answers the rows as read back."""
+    engine = db.make_engine(url)
+    t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    t1 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    c = [{"id": "c1", "text": "Boils lower", "weight": 1.0, "kind": "required", "anchor": False}]
+    content = {
+        "name": "boil",
+        "question": "Why?",
+        "reference_answer": None,
+        "domain": "science",
+        "source": "tests",
+        "criteria": c,
+    }
+    renamed = {**content, "name": "boil-2"}
+    heads = [
+        ("rb_aaaaaaaaaaaaaaaaaaaa", _OWNER, "boil", "science", "tests", 1, 3, 7, t0, t1),
+        ("rb_bbbbbbbbbbbbbbbbbbbb", None, "boil", "science", "tests", 1, 1, 2, t0, t0),
+    ]
+    versions = [
+        ("rb_aaaaaaaaaaaaaaaaaaaa", 1, content, None, t0),
+        ("rb_aaaaaaaaaaaaaaaaaaaa", 2, renamed, "renamed", t0),
+        ("rb_aaaaaaaaaaaaaaaaaaaa", 3, content, "x" * 700, t1),
+        ("rb_bbbbbbbbbbbbbbbbbbbb", 1, content, None, t0),
+    ]
+    try:
+        async with engine.begin() as conn:
+            for head in heads:
+                await conn.execute(
+                    text("INSERT INTO rubrics VALUES (:a, :b, :c, :d, :e, :f, :g, :h, :i, :j)"),
+                    dict(zip("abcdefghij", head, strict=True)),
+                )
+            for rid, number, body, note, at in versions:
+                await conn.execute(
+                    text("INSERT INTO rubric_versions VALUES (:r, :v, :c, :h, :n, :t)"),
+                    {
+                        "r": rid,
+                        "v": number,
+                        "c": json.dumps(body),
+                        "h": "h" * 64,
+                        "n": note,
+                        "t": at,
+                    },
+                )
+    finally:
+        await engine.dispose()
+    return await _rubric_rows(url)
+
+
+async def _rubric_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    engine = db.make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            heads = await conn.execute(text("SELECT * FROM rubrics ORDER BY id"))
+            versions = await conn.execute(
+                text("SELECT * FROM rubric_versions ORDER BY rubric_id, version")
+            )
+            return {"heads": [_plain(r) for r in heads], "versions": [_plain(r) for r in versions]}
+    finally:
+        await engine.dispose()
+
+
+def _plain(row: Any) -> tuple[Any, ...]:
+    """A row with its times in UTC and its JSON decoded (SQLite hands back text)."""
+    out = []
+    for value in row:
+        if isinstance(value, str) and _TIMESTAMP.match(value):  # SQLite's text times
+            value = datetime.fromisoformat(value)
+        if isinstance(value, datetime):
+            value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        elif isinstance(value, str) and value.startswith("{"):
+            value = json.loads(value)
+        out.append(value)
+    return tuple(out)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_rubrics_move_into_the_artifact_store_and_back(backend: str, tmp_path: Path) -> None:
+    """0012 (issue 20): every rubric becomes an artifact of kind ``rubric`` with its id, owner,
+    version numbers, pointer, notes and next criterion number; the rubric API reads them
+    there; downgrade gives back the same rubric rows."""
+    if backend == "postgres":
+        require_services()
+        url = PG_MIGRATIONS_URL
+        await asyncio.to_thread(db.downgrade, url, "base")
+    else:
+        url = f"sqlite+aiosqlite:///{tmp_path / 'rubrics.db'}"
+    await asyncio.to_thread(db.upgrade, url, "0011")
+    before = await _insert_rubrics(url)
+    await asyncio.to_thread(db.upgrade, url, "0012")
+    assert not {"rubrics", "rubric_versions"} & await _tables(url)
+
+    engine = db.make_engine(url)
+    store = ArtifactStore(db.make_sessionmaker(engine), tmp_path)
+    repository = ArtifactRubricRepository(store)
+    try:
+        page, total = await store.list_artifacts(kind="rubric")
+        assert total == 2 and [a.owner for a in page] == [_OWNER, None]
+        head = await repository.head("rb_aaaaaaaaaaaaaaaaaaaa")
+        assert head is not None
+        assert (head.current_version, head.latest_version, head.next_criterion) == (1, 3, 7)
+        assert (head.name, head.owner) == ("boil", _OWNER)
+        notes = [v.note for v in await repository.versions(head.id)]
+        assert notes == [None, "renamed", "x" * 700]
+        second = await store.get(head.id, 2)
+        assert second.content["name"] == "boil-2" and second.parent_version == 1
+        events, _ = await store.history(head.id)
+        assert [(e.action, e.to_version) for e in events] == [
+            ("rollback", 1),
+            ("create", 3),
+            ("create", 2),
+            ("create", 1),
+        ]
+        assert events[1].note == "x" * 500
+        listed, count = await repository.page(ListFilter(name="boil"), limit=10, offset=0)
+        assert count == 2 and {h.id for h in listed} == {r[0] for r in before["heads"]}
+    finally:
+        await engine.dispose()
+
+    await asyncio.to_thread(db.downgrade, url, "0011")
+    assert await _artifact_names(url) == {
+        t: set() for t in ("artifacts", "artifact_versions", "artifact_events")
+    }
+    after = await _rubric_rows(url)
+    assert after["heads"] == before["heads"]
+    # content hashes are recomputed on the way up (the store's hash), so compare the rest
+    assert [v[:3] + v[4:] for v in after["versions"]] == [v[:3] + v[4:] for v in before["versions"]]
+    await asyncio.to_thread(db.downgrade, url, "base")

@@ -102,8 +102,13 @@ async def test_stale_edits_conflict_and_rollback_moves_the_current_version(
     assert versions["total"] == 2 and versions["limit"] == 100 and versions["offset"] == 0
     assert [(v["version"], v["current"]) for v in versions["items"]] == [(1, True), (2, False)]
     assert [v["criteria"] for v in versions["items"]] == [3, 3]
-    # the next edit is based on the current version and becomes version 3
-    v3 = await api.put(f"/v1/rubrics/{rid}", json={**_edit(v1), "expected_version": 1})
+    # an edit equal to the current version writes nothing (a retried edit is harmless) ...
+    same = await api.put(f"/v1/rubrics/{rid}", json={**_edit(v1), "expected_version": 1})
+    assert (same.json()["version"], same.json()["latest_version"]) == (1, 2)
+    # ... and the next real edit is based on the current version and becomes version 3
+    v3 = await api.put(
+        f"/v1/rubrics/{rid}", json={**_edit(v1, name="boil-3"), "expected_version": 1}
+    )
     assert v3.json()["version"] == 3
     missing = await api.post(f"/v1/rubrics/{rid}/rollback", json={"to": 9})
     assert_envelope(missing, 404, "to")
@@ -257,3 +262,34 @@ async def test_each_key_sees_its_own_rubrics(keyed: Callable[[str], httpx.AsyncC
     )
     assert_envelope(scored, 422, "rubric_id")
     assert_envelope(await keyed("nope").get("/v1/rubrics"), 401)
+
+
+async def test_rubrics_are_artifacts_of_the_one_store(api: httpx.AsyncClient) -> None:
+    """Issue 20: a rubric is the artifact named by its id; the store's listing, versions,
+    diff, history and pointer moves work on it, and the rubric API sees what they did."""
+    v1 = await create(api)
+    rid = v1["id"]
+    edited = _edit(v1, name="boil-2", note="renamed")
+    assert (await api.put(f"/v1/rubrics/{rid}", json=edited)).status_code == 200
+
+    listed = (await api.get("/v1/artifacts", params={"kind": "rubric"})).json()
+    assert [a["name"] for a in listed["items"]] == [rid]
+    assert listed["items"][0]["latest_version"] == 2
+    first = (await api.get(f"/v1/artifacts/{rid}@1")).json()["version"]
+    assert first["content"]["name"] == "boil" and first["metadata"] == {"next_criterion": 4}
+    second = (await api.get(f"/v1/artifacts/{rid}@2")).json()["version"]
+    assert second["metadata"]["note"] == "renamed" and second["parent_version"] == 1
+    diff = (await api.get(f"/v1/artifacts/{rid}/diff", params={"from": 1, "to": 2})).json()
+    assert [c["path"] for c in diff["changed"]] == ["name"] and not diff["added"]
+
+    moved = await api.post(f"/v1/artifacts/{rid}/rollback", json={"to": 1, "note": "back"})
+    assert moved.status_code == 200, moved.text
+    rubric = (await api.get(f"/v1/rubrics/{rid}")).json()
+    assert (rubric["version"], rubric["name"], rubric["latest_version"]) == (1, "boil", 2)
+    again = await api.post(f"/v1/rubrics/{rid}/rollback", json={"to": 2, "expected_version": 1})
+    assert again.status_code == 200 and again.json()["name"] == "boil-2"
+    history = (await api.get(f"/v1/artifacts/{rid}/history")).json()
+    actions = [(e["action"], e["from_version"], e["to_version"]) for e in history["items"]]
+    assert actions == [("promote", 1, 2), ("rollback", 2, 1), ("create", 1, 2), ("create", None, 1)]
+    assert (await api.get("/v1/rubrics", params={"name": "boil-2"})).json()["total"] == 1
+    assert (await api.get("/v1/rubrics", params={"name": "boil"})).json()["total"] == 0
