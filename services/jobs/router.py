@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.core.deps import IdempotencyKey, PathId
 from services.core.errors import NotFound
+from services.core.paging import Paging
 from services.core.validation_messages import NO_NUL_PATTERN
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
@@ -21,15 +22,14 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 @router.get("")
 async def list_jobs(
+    page: Paging,
     service: JobsDep,
     caller: JobCaller,
     kind: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
     state: JobState | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> JobPage:
     """Jobs, newest first: a reward key's own, or every job for an admin key."""
-    return await service.page(caller, kind=kind, state=state, limit=limit, offset=offset)
+    return await service.page(caller, kind=kind, state=state, limit=page.limit, offset=page.offset)
 
 
 # Before the "/{job_id}" routes: Starlette answers a method that no route takes with the Allow

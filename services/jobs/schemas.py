@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import StrictModel
+from services.core.schemas import Page, StrictModel
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 View = Literal["full", "summary"]
@@ -46,11 +46,8 @@ class JobOut(BaseModel):
     result: Any = None
 
 
-class JobPage(BaseModel):
-    items: list[JobOut]
-    limit: int
-    offset: int
-    total: int
+#: A page of jobs: the one listing shape (services.core.schemas.Page).
+JobPage = Page[JobOut]
 
 
 class ProbeRequest(StrictModel):

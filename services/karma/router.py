@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from services.core.auth import Caller, caller_with, require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.core.paging import Paging
 from services.core.settings import Scope
 from services.core.store_refs import NAME_PATTERN
 from services.jobs.deps import accepted
@@ -30,8 +31,6 @@ from services.karma.service import KarmaService
 
 router = APIRouter(prefix="/v1/karma", tags=["karma"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 ModelName = Annotated[
     str | None,
     Query(pattern=f"^{NAME_PATTERN.pattern}$", max_length=128, description="default: karma"),
@@ -61,13 +60,12 @@ async def score(
 
 @router.get("/models", dependencies=[Depends(require_scope(Scope.reward, Scope.admin))])
 async def models(
+    page: Paging,
     service: Service,
     name: ModelName = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> KarmaModelPage:
     """The trained versions (newest first) with their metrics, and which one serves."""
-    return await service.models(name, limit=limit, offset=offset)
+    return await service.models(name, limit=page.limit, offset=page.offset)
 
 
 @router.post("/models/{version}/promote")

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
+from services.core.paging import Paging
 from services.core.schemas import INT32_MAX, Page
 from services.core.settings import Scope
 from services.memory.repository import RecordFilter
@@ -36,8 +37,6 @@ router = APIRouter(prefix="/v1/memory", tags=["memory"])
 
 Admin = [Depends(require_scope(Scope.admin))]
 Trainer = [Depends(require_scope(Scope.reward, Scope.admin))]
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=INT32_MAX)]
 Step = Annotated[int, Path(ge=0, le=INT32_MAX)]
 RubricId = Annotated[str, Path(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
 RevisionId = Annotated[str, Path(pattern=r"^rv_[0-9a-f]{1,40}$", max_length=43)]
@@ -58,9 +57,9 @@ async def ingest_status(service: Service) -> IngestStatus:
 
 
 @router.get("/runs", dependencies=Admin)
-async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[RunItem]:
+async def runs(service: Service, page: Paging) -> Page[RunItem]:
     """Every run the memory holds (one item per run and rubric), most recent first."""
-    return await service.runs(limit=limit, offset=offset)
+    return await service.runs(limit=page.limit, offset=page.offset)
 
 
 @router.get("/runs/{run_id}", dependencies=Admin)
@@ -70,11 +69,9 @@ async def run(run_id: PathId, service: Service, rubric_id: RubricFilter = None) 
 
 
 @router.get("/runs/{run_id}/steps", dependencies=Admin)
-async def steps(
-    run_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> Page[StepOut]:
+async def steps(run_id: PathId, service: Service, page: Paging) -> Page[StepOut]:
     """The run's step summaries, newest first."""
-    return await service.steps(run_id, limit=limit, offset=offset)
+    return await service.steps(run_id, limit=page.limit, offset=page.offset)
 
 
 @router.get("/runs/{run_id}/steps/{step}", dependencies=Admin)
@@ -112,17 +109,16 @@ async def ingest(
 
 @router.get("/records", dependencies=Admin)
 async def records(
+    page: Paging,
     service: Service,
     run_id: QueryId = None,
     kind: Annotated[RecordKind | None, Query()] = None,
     step: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
     rubric_id: RubricFilter = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> Page[RecordOut]:
     """Memory records filtered by run, kind, step and rubric, newest step first."""
     where = RecordFilter(run_id=run_id, rubric_id=rubric_id, kind=kind, step=step)
-    return await service.records(where, limit=limit, offset=offset)
+    return await service.records(where, limit=page.limit, offset=page.offset)
 
 
 @router.post("/search", dependencies=Admin)
@@ -132,11 +128,9 @@ async def search(body: SearchRequest, service: Service) -> SearchResponse:
 
 
 @router.get("/runs/{run_id}/revisions", dependencies=Admin)
-async def revisions(
-    run_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> Page[RevisionOut]:
+async def revisions(run_id: PathId, service: Service, page: Paging) -> Page[RevisionOut]:
     """The run's revisions and their states, newest first."""
-    return await service.revisions(run_id, limit=limit, offset=offset)
+    return await service.revisions(run_id, limit=page.limit, offset=page.offset)
 
 
 @router.post("/revisions/{revision_id}/approve", dependencies=Admin)

@@ -17,6 +17,7 @@ from services.core.deps import (
     replayable,
     service_of,
 )
+from services.core.paging import Paging
 from services.core.schemas import Page, ScoredGroupPage
 from services.core.settings import Scope
 from services.rewards.schemas import (
@@ -40,8 +41,6 @@ def _service(request: Request) -> RewardsService:
 
 
 Service = Annotated[RewardsService, Depends(_service)]
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 @router.post("/group", response_model=RewardsGroupResponse)
@@ -71,10 +70,10 @@ async def save_spec(body: SpecSaveRequest, service: Service) -> NamedSpec:
 
 
 @router.get("/specs")
-async def list_specs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[NamedSpec]:
+async def list_specs(service: Service, page: Paging) -> Page[NamedSpec]:
     """Every saved spec, by name, with its current version."""
-    items, total = await service.specs.names(limit=limit, offset=offset)
-    return Page(items=items, limit=limit, offset=offset, total=total)
+    items, total = await service.specs.names(limit=page.limit, offset=page.offset)
+    return Page(items=items, limit=page.limit, offset=page.offset, total=total)
 
 
 @router.get("/specs/{ref}")
@@ -84,12 +83,10 @@ async def get_spec(ref: PathOwnedRef, service: Service) -> NamedSpec:
 
 
 @router.get("/specs/{name}/versions")
-async def spec_versions(
-    name: PathOwnedRef, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> Page[NamedSpec]:
+async def spec_versions(name: PathOwnedRef, service: Service, page: Paging) -> Page[NamedSpec]:
     """Every version of a saved spec, newest first."""
-    items, total = await service.specs.versions(name, limit=limit, offset=offset)
-    return Page(items=items, limit=limit, offset=offset, total=total)
+    items, total = await service.specs.versions(name, limit=page.limit, offset=page.offset)
+    return Page(items=items, limit=page.limit, offset=page.offset, total=total)
 
 
 @router.get("/channels")
@@ -101,14 +98,13 @@ async def channels(service: Service) -> dict[str, dict[str, Any]]:
 
 @router.get("/runs/{run_id:path}/groups", deprecated=True)  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
+    page: Paging,
     run_id: PathId,
     service: Service,
     step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> ScoredGroupPage:
     """Deprecated: ``GET /v1/runs/{run_id}/groups?service=rewards`` replaces it."""
-    return await service.list_groups(run_id, step=step, limit=limit, offset=offset)
+    return await service.list_groups(run_id, step=step, limit=page.limit, offset=page.offset)
 
 
 async def _wire(pending: Awaitable[Any]) -> dict[str, Any]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
+from services.core.paging import Paging
 from services.core.schemas import Page
 from services.core.settings import Scope
 from services.core.validation_messages import NO_NUL_PATTERN
@@ -34,8 +35,6 @@ router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])
 
 Write = [Depends(require_scope(Scope.reward))]
 Read = [Depends(require_scope(Scope.reward, Scope.admin))]
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 Version = Annotated[int, Query(ge=1, le=2**31 - 1)]
 
 
@@ -61,16 +60,15 @@ async def create(
 
 @router.get("", dependencies=Read)
 async def listing(
+    page: Paging,
     service: Service,
     name: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
     domain: Annotated[str | None, Query(max_length=100, pattern=NO_NUL_PATTERN)] = None,
     source: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN)] = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> Page[RubricOut]:
     """The caller's rubrics (current versions), filtered by exact name, domain or source."""
     where = ListFilter(name=name, domain=domain, source=source)
-    return await service.page(where, limit=limit, offset=offset)
+    return await service.page(where, limit=page.limit, offset=page.offset)
 
 
 @router.post("/import", status_code=201, dependencies=Write)
@@ -88,8 +86,23 @@ async def score(
     return await replayable(resources, key, "rubrics.score", body, lambda: service.score(body))
 
 
+#: ``rb_...`` or ``rb_...@N`` in the path. The schema states the rule (a schema-valid request
+#: with a malformed version was refused: issue 23's positive check); the service checks it
+#: with its own message, as for artifact names (services.core.deps.PathName).
+PathRubricRef = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f@]+(@[1-9][0-9]*)?$"},
+    ),
+]
+
+
 @router.get("/{rubric_id}", dependencies=Read)
-async def get(rubric_id: PathId, service: Service, version: Version | None = None) -> RubricOut:
+async def get(
+    rubric_id: PathRubricRef, service: Service, version: Version | None = None
+) -> RubricOut:
     """The current version, or ``?version=N`` (``rb_...@N`` works too)."""
     return await service.get(rubric_id, version)
 
@@ -101,11 +114,9 @@ async def update(rubric_id: PathId, body: RubricUpdate, service: Service) -> Rub
 
 
 @router.get("/{rubric_id}/versions", dependencies=Read)
-async def versions(
-    rubric_id: PathId, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> Page[RubricVersionInfo]:
+async def versions(rubric_id: PathId, service: Service, page: Paging) -> Page[RubricVersionInfo]:
     """Every version, oldest first, with the one that is current."""
-    return await service.versions(rubric_id, limit=limit, offset=offset)
+    return await service.versions(rubric_id, limit=page.limit, offset=page.offset)
 
 
 @router.get("/{rubric_id}/diff", dependencies=Read, response_model_by_alias=True)

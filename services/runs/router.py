@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from services.core.auth import require_scope
 from services.core.deps import PathId, service_of
+from services.core.paging import Paging
 from services.core.schemas import ID_PATTERN, Page, ScoredGroupOut
 from services.core.settings import Scope
 from services.runs.schemas import RunSummary
@@ -19,9 +20,6 @@ router = APIRouter(
     dependencies=[Depends(require_scope(Scope.reward, Scope.admin))],
 )
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
-
 
 def _service(request: Request) -> RunsService:
     return service_of(request, RunsService)
@@ -31,13 +29,14 @@ Service = Annotated[RunsService, Depends(_service)]
 
 
 @router.get("")
-async def runs(service: Service, limit: Limit = 100, offset: Offset = 0) -> Page[RunSummary]:
+async def runs(service: Service, page: Paging) -> Page[RunSummary]:
     """Every run the key may see (its own; an admin key sees all), most recently active first."""
-    return await service.runs(limit=limit, offset=offset)
+    return await service.runs(limit=page.limit, offset=page.offset)
 
 
 @router.get("/{run_id:path}/groups")  # run ids may hold "/" (e.g. org/run-7)
 async def run_groups(
+    page: Paging,
     run_id: PathId,
     service: Service,
     step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
@@ -50,8 +49,8 @@ async def run_groups(
             description="only this service's groups",
         ),
     ] = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> Page[ScoredGroupOut]:
     """The groups stored for ``run_id`` in scoring order, for audits."""
-    return await service.groups(run_id, step=step, service=kind, limit=limit, offset=offset)
+    return await service.groups(
+        run_id, step=step, service=kind, limit=page.limit, offset=page.offset
+    )

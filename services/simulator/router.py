@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from services.core.auth import Caller, caller_with, require_scope
 from services.core.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.paging import Paging
 from services.core.settings import Scope
 from services.core.store_refs import NAME_PATTERN
 from services.jobs.deps import accepted
@@ -31,8 +32,6 @@ from services.simulator.service import SimulatorService
 
 router = APIRouter(prefix="/v1/simulator", tags=["simulator"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 Name = Annotated[
     str | None,
     Query(pattern=f"^{NAME_PATTERN.pattern}$", max_length=128, description="one name only"),
@@ -76,8 +75,6 @@ async def calibrate(
 
 
 @router.get("/calibrations", dependencies=[Depends(require_scope(Scope.reward, Scope.admin))])
-async def calibrations(
-    service: Service, name: Name = None, limit: Limit = 100, offset: Offset = 0
-) -> CalibrationPage:
+async def calibrations(service: Service, page: Paging, name: Name = None) -> CalibrationPage:
     """Stored calibrations, newest first, with their realism figures."""
-    return await service.calibrations(name, limit=limit, offset=offset)
+    return await service.calibrations(name, limit=page.limit, offset=page.offset)

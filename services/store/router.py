@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from services.core.auth import principal_of, require_scope
 from services.core.deps import PathName, PathRef, service_of
+from services.core.paging import Paging
 from services.core.settings import Scope
 from services.core.store_refs import KIND_PATTERN
 from services.store.schemas import (
@@ -28,8 +29,6 @@ router = APIRouter(
     dependencies=[Depends(require_scope(Scope.admin))],
 )
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
 
 
@@ -44,13 +43,12 @@ Caller = Annotated[str | None, Depends(principal_of)]
 
 @router.get("")
 async def artifacts(
+    page: Paging,
     service: Service,
     kind: Annotated[str | None, Query(pattern=f"^{KIND_PATTERN.pattern}$", max_length=64)] = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> ArtifactPage:
     """Every artifact by name (``kind``: only rubrics, reward specs, ...)."""
-    return await service.artifacts(kind=kind, limit=limit, offset=offset)
+    return await service.artifacts(kind=kind, limit=page.limit, offset=page.offset)
 
 
 @router.get("/{ref}")
@@ -60,11 +58,9 @@ async def artifact(ref: PathRef, service: Service) -> ArtifactDetail:
 
 
 @router.get("/{name}/versions")
-async def versions(
-    name: PathName, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> VersionPage:
+async def versions(name: PathName, service: Service, page: Paging) -> VersionPage:
     """Its versions, newest first, without their content."""
-    return await service.versions(name, limit=limit, offset=offset)
+    return await service.versions(name, limit=page.limit, offset=page.offset)
 
 
 @router.get("/{name}/versions/{version}")
@@ -101,8 +97,6 @@ async def promote(
 
 
 @router.get("/{name}/history")
-async def history(
-    name: PathName, service: Service, limit: Limit = 100, offset: Offset = 0
-) -> EventPage:
+async def history(name: PathName, service: Service, page: Paging) -> EventPage:
     """Creations, rollbacks and promotions, newest first."""
-    return await service.history(name, limit=limit, offset=offset)
+    return await service.history(name, limit=page.limit, offset=page.offset)

@@ -33,7 +33,8 @@ from services.app import create_app
 from services.core import db
 from services.core.jobs.settings import JobsSettings
 from services.core.jobs.store import JobStore
-from services.core.models import Job, RubricInstanceRecord, RubricRecord
+from services.core.models import Job, RubricInstanceRecord
+from services.core.store import ArtifactStore
 from services.settings import Settings
 from tests.conftest import require_services
 from tests.jobs.conftest import ALICE, FAST_JOBS, FENCE_SECRET, KEYS, jobs_env
@@ -250,9 +251,11 @@ async def _instances(settings: Settings, job_id: str) -> list[RubricInstanceReco
 async def _rubric_ids(settings: Settings, job_id: str) -> list[str]:
     engine = db.make_engine(settings.resolved_database_url)
     try:
-        async with db.make_sessionmaker(engine)() as session:
-            query = select(RubricRecord.id).where(RubricRecord.source == f"synthesis:{job_id}")
-            return list((await session.scalars(query)).all())
+        store = ArtifactStore(db.make_sessionmaker(engine), settings.data_dir)
+        found, _ = await store.page_current(
+            "rubric", content_equals={"source": f"synthesis:{job_id}"}, limit=1000
+        )
+        return [info.name for info, _ in found]
     finally:
         await engine.dispose()
 

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 
 from services.core.auth import Caller, caller_with, require_scope
 from services.core.deps import IdempotencyKey, service_of
+from services.core.paging import Paging
 from services.core.schemas import Page
 from services.core.settings import Scope
 from services.jobs.deps import accepted
@@ -28,8 +29,6 @@ router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])
 
 Read = [Depends(require_scope(Scope.reward, Scope.admin))]
 Writer = Annotated[Caller, Depends(caller_with(Scope.reward))]
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 JobId = Annotated[str, Query(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
@@ -56,15 +55,16 @@ async def synthesize(
 
 @router.get("/instances", dependencies=Read)
 async def instances(
+    page: Paging,
     service: Service,
     job_id: JobId | None = None,
     status: InstanceStatus | None = None,
     stage: Stage | None = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
 ) -> Page[InstanceOut]:
     """Kept instances and rejected candidates (with stage and reason), newest job first."""
-    return await service.page(job_id=job_id, status=status, stage=stage, limit=limit, offset=offset)
+    return await service.page(
+        job_id=job_id, status=status, stage=stage, limit=page.limit, offset=page.offset
+    )
 
 
 @router.get(
