@@ -215,6 +215,20 @@ class ArtifactStore:
                 )
             return rows.version_out(row, artifact.current_version)
 
+    async def pointers(self, name: str) -> tuple[ArtifactInfo, ArtifactVersion, ArtifactVersion]:
+        """``name``, its current version and its latest version, read in one session
+        (NotFound when unknown)."""
+        async with self._sessions() as session:
+            artifact = await _artifact(session, name)
+            numbers = {artifact.current_version, artifact.latest_version}
+            query = select(ArtifactVersionRecord).where(
+                ArtifactVersionRecord.name == name, ArtifactVersionRecord.version.in_(numbers)
+            )
+            found = {row.version: row for row in (await session.scalars(query)).all()}
+        current = rows.version_out(found[artifact.current_version], artifact.current_version)
+        latest = rows.version_out(found[artifact.latest_version], artifact.current_version)
+        return rows.info_out(artifact), current, latest
+
     async def get_ref(self, ref: str | ArtifactRef, param: str | None = None) -> ArtifactVersion:
         """``name`` or ``name@N``: 422 for a malformed reference, 404 for an unknown one."""
         parsed = parse_ref(ref, param) if isinstance(ref, str) else ref

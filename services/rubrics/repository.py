@@ -135,15 +135,11 @@ class ArtifactRubricRepository:
 
     async def head(self, rubric_id: str) -> RubricHead | None:
         try:
-            info = await self._store.info(rubric_id)
+            info, current, latest = await self._store.pointers(rubric_id)
         except NotFound:
             return None
         if info.kind != KIND or not current_principal().sees(info.owner):
             return None
-        current = await self._store.get(rubric_id, info.current_version)
-        latest = current
-        if info.latest_version != info.current_version:
-            latest = await self._store.get(rubric_id, info.latest_version)
         return _head(info, current, latest)
 
     async def version(self, rubric_id: str, version: int) -> RubricVersion | None:
