@@ -13,6 +13,7 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
 COPY services ./services
 COPY judges ./judges
+COPY plaudit_wire ./plaudit_wire
 COPY trainer_client ./trainer_client
 COPY trainer ./trainer
 COPY offline ./offline

@@ -15,8 +15,8 @@ the slot back on exit (the token is spent: the rate counts request starts).
   FIFO.
 
 ``rpm`` is "requests per ``window_s`` seconds"; the default window of 60 s makes it
-requests per minute (tests use a short window). :class:`RetryPolicy` paces retries after
-a failed call: jittered exponential backoff that honours ``Retry-After``.
+requests per minute (tests use a short window). Retries are paced by the one policy of
+every Plaudit HTTP caller, :class:`plaudit_wire.retry.Backoff`.
 
 Example::
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import logging
 import random
 import time
@@ -37,7 +36,6 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import Protocol
 
 import redis.asyncio as aioredis
@@ -335,44 +333,3 @@ def make_limiter(
             redis_url, name, max_concurrency=max_concurrency, rpm=rpm, window_s=window_s
         )
     return InProcessLimiter(max_concurrency=max_concurrency, rpm=rpm, window_s=window_s)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Retry ``n`` (0-based) waits ``U[cap/2, cap]`` with ``cap = min(max, base * 2**n)``.
-
-    A ``Retry-After`` value (capped at ``max_retry_after_s``) wins when it is longer.
-
-    >>> RetryPolicy(backoff_base_s=1.0).delay(0, retry_after=5.0) >= 5.0
-    True
-    """
-
-    max_retries: int = 3
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 8.0
-    max_retry_after_s: float = 60.0
-
-    def delay(
-        self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None
-    ) -> float:
-        """Seconds to wait before retry number ``attempt``."""
-        cap = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
-        backoff = cap / 2 + (rng or random).uniform(0, cap / 2)
-        if retry_after is None:
-            return backoff
-        return max(min(retry_after, self.max_retry_after_s), backoff)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (a number or an HTTP date), or None.
-
-    >>> parse_retry_after("2"), parse_retry_after("soon")
-    (2.0, None)
-    """
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    return None

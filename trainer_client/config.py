@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
+from plaudit_wire.retry import Backoff
 from trainer_client.errors import PlauditConnectionError, PlauditError, PlauditTimeout
 
 __all__ = ["RetryPolicy", "Timeouts"]
@@ -58,8 +57,9 @@ OUTAGE_STATUSES = frozenset({502, 503, 504})
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How a failed call is retried: exponential backoff with full jitter.
+class RetryPolicy(Backoff):
+    """How a failed call is retried: :class:`plaudit_wire.retry.Backoff`, the one policy of
+    Plaudit's HTTP callers (the judge's OpenAI-compatible backend waits the same way).
 
     Retry ``n`` (0-based) waits a uniform draw from ``[0, min(max_backoff, backoff * 2**n)]``
     (the "full jitter" of AWS's *Exponential Backoff And Jitter*), and never less than the
@@ -73,19 +73,11 @@ class RetryPolicy:
     wait; then the error is raised. ``outage_budget=0`` keeps to ``max_retries``.
     """
 
-    max_retries: int = 3
-    backoff: float = 0.5
-    max_backoff: float = 8.0
-    max_retry_after: float = 60.0
     outage_budget: float = 300.0
     statuses: frozenset[int] = RETRY_STATUSES
-    jitter: Callable[[float, float], float] = field(default=random.uniform, repr=False)
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        if self.backoff < 0 or self.max_backoff < 0:
-            raise ValueError("backoff and max_backoff must be >= 0")
+        super().__post_init__()
         if self.outage_budget < 0:
             raise ValueError("outage_budget must be >= 0")
 
@@ -96,12 +88,6 @@ class RetryPolicy:
         if isinstance(error, PlauditConnectionError):
             return not isinstance(error.__cause__, _NOT_RETRIED_TRANSPORT)
         return error.status_code in self.statuses
-
-    def delay(self, retry: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number ``retry`` (0-based)."""
-        cap = min(self.max_backoff, self.backoff * 2.0**retry)
-        wait = self.jitter(0.0, cap)
-        return wait if retry_after is None else max(wait, retry_after)
 
     def is_outage(self, error: PlauditError) -> bool:
         """True when the server looks down or restarting rather than refusing this call."""

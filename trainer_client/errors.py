@@ -15,11 +15,11 @@ Transport failures (no HTTP answer at all) are :class:`PlauditTimeout` and
 
 from __future__ import annotations
 
-import email.utils
-import time
 from typing import Any
 
 import httpx
+
+from plaudit_wire.retry import parse_retry_after
 
 __all__ = [
     "AuthenticationError",
@@ -189,28 +189,6 @@ def from_transport_error(exc: httpx.TransportError) -> PlauditError:
         error = PlauditConnectionError(f"connection failed: {exc or type(exc).__name__}")
     error.__cause__ = exc
     return error
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date.
-
-    >>> parse_retry_after("3")
-    3.0
-    >>> parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412480.0)
-    30.0
-    """
-    if value is None or not value.strip():
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
 
 
 def _envelope(response: httpx.Response) -> dict[str, Any]:

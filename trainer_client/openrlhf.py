@@ -41,6 +41,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from plaudit_wire.templates import unwrap_prompt
+from plaudit_wire.text import strip_end_markers, unit_interval
 from trainer_client._groups import (
     BatchRewards,
     Group,
@@ -50,8 +52,6 @@ from trainer_client._groups import (
     scatter,
 )
 from trainer_client._scorer import GroupScorer, RewardUnavailable, env_scorer
-from trainer_client._templates import unwrap_prompt
-from trainer_client._wire import strip_end_markers, unit_interval
 from trainer_client.errors import PlauditError
 
 __all__ = ["configure", "reset", "response_text", "reward_func", "sample_metrics"]

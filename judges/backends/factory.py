@@ -70,7 +70,8 @@ def _local(
 
 def _openai(settings: ModelSettings, role: str, redis_url: str | None) -> JudgeBackend:
     from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
-    from judges.limits import RetryPolicy, make_limiter
+    from judges.limits import make_limiter
+    from plaudit_wire.retry import Backoff
 
     if not settings.base_url:
         raise ValueError(
@@ -83,7 +84,7 @@ def _openai(settings: ModelSettings, role: str, redis_url: str | None) -> JudgeB
         settings.model or "",
         api_key=settings.key,
         timeout_s=settings.timeout_s,
-        retry=RetryPolicy(max_retries=settings.max_retries),
+        retry=Backoff(max_retries=settings.max_retries),
         max_concurrency=settings.max_concurrency,
         extra_body=dict(settings.extra_body),
         http_client=settings.http_client,

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,12 +95,8 @@ from judges.backends.sequence_scoring import (
     tail_logprobs,
 )
 from judges.lifecycle import READY, Readiness
-from judges.limits import (
-    InProcessLimiter,
-    Limiter,
-    LimiterUnavailable,
-    RetryPolicy,
-)
+from judges.limits import InProcessLimiter, Limiter, LimiterUnavailable
+from plaudit_wire.retry import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +129,7 @@ class OpenAIConfig:
     model: str
     api_key: str | None = field(default=None, repr=False)
     timeout_s: float = 60.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: Backoff = field(default_factory=Backoff)
     choice_mode: ChoiceMode = "auto"
     top_logprobs: int = 20
     verdict_max_tokens: int = 32
@@ -150,8 +145,8 @@ class OpenAIBackend:
     ``limiter`` defaults to an in-process one with ``config.max_concurrency`` slots; a
     ``limiter`` passed in is the caller's to close unless ``owns_limiter`` hands it over (a
     :class:`~judges.limits.RedisLimiter` built for this backend holds a Redis connection);
-    a ``transport`` passed in is the caller's to close; ``sleep`` and ``rng`` drive the
-    backoff.
+    a ``transport`` passed in is the caller's to close; ``sleep`` waits out the backoff
+    (``config.retry``'s ``jitter`` draws it).
     """
 
     def __init__(
@@ -162,7 +157,6 @@ class OpenAIBackend:
         owns_limiter: bool = False,
         transport: HttpTransport | None = None,
         sleep: Sleep = asyncio.sleep,
-        rng: random.Random | None = None,
         compat: Compat = "vllm",
         attempt_timeout_s: float | None = None,
         tokenizer: ChatTokenizer | str | None = None,
@@ -181,7 +175,6 @@ class OpenAIBackend:
             config.http_client, config.base_url, headers=headers, timeout_s=self.attempt_timeout_s
         )
         self._sleep = sleep
-        self._rng = rng or random.Random()
         self._model = config.model
         self._start_error: str | None = None
         self._tokenizer_looked = False
@@ -537,7 +530,7 @@ class OpenAIBackend:
             reply = await self._attempt(body, path, deadline - time.monotonic())
             if not reply.retryable or attempt >= retry.max_retries:
                 return reply
-            delay = retry.delay(attempt, reply.retry_after, self._rng)
+            delay = retry.delay(attempt, reply.retry_after)
             if time.monotonic() + delay >= deadline:
                 return reply
             attempt += 1

@@ -23,8 +23,8 @@ from judges.backends.base import (
     ItemStatus,
 )
 from judges.backends.http_transport import HttpReply
-from judges.limits import parse_retry_after
 from judges.parsing import parse_pairwise_verdict, parse_scale_grade
+from plaudit_wire.retry import parse_retry_after
 
 VERDICT_FLOOR_LOGPROB = -100.0
 """The logprob a verdict result gives a candidate that was not chosen (``log(0)`` clamped)."""

@@ -13,11 +13,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from plaudit_wire.text import strip_end_markers, unit_interval
 from services.core.channels import ChannelSpec
 from services.core.schemas import VALUED_STATUSES
 from services.rewards.schemas import CompletionReward
 from services.rewards.spec import ResolvedSpec
-from trainer_client._wire import strip_end_markers, unit_interval
 
 #: Begin-of-text tokens a decoded query may start with before the (truncated) prompt.
 _BOS = re.compile(r"^(?:<s>|<bos>|<\|begin_of_text\|>|<\|startoftext\|>|\s)*")

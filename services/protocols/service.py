@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plaudit_wire.text import strip_end_markers
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
 from services.core.schemas import Prompt
@@ -49,7 +50,6 @@ from services.protocols.templates import unwrap_prompt
 from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
 from services.rewards.spec import ResolvedSpec
-from trainer_client._wire import strip_end_markers
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Chat-templated prompt text turned back into a conversation (issue 10), as wire messages.
 
-The parsing lives in ``trainer_client._templates``, shared with the client's OpenRLHF
+The parsing lives in ``plaudit_wire.templates``, shared with the client's OpenRLHF
 python-file adapter so that both unwrap a prompt the same way (issue 22).
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plaudit_wire.templates import TEMPLATES
+from plaudit_wire.templates import unwrap_prompt as _unwrap
 from services.core.schemas import Message
-from trainer_client._templates import TEMPLATES
-from trainer_client._templates import unwrap_prompt as _unwrap
 
 __all__ = ["TEMPLATES", "Unwrapped", "unwrap_prompt"]
 

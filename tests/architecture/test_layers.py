@@ -6,11 +6,13 @@ imports the list of services it is on)."""
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ROOT / "services"
+STDLIB = sys.stdlib_module_names
 
 
 def imports(path: Path, *, top_level_only: bool = False) -> Iterator[tuple[int, str]]:
@@ -102,3 +104,29 @@ def test_no_service_package_imports_itself_through_another() -> None:
 
 def test_the_cycle_search_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})[0] == ["a", "b", "c", "a"]
+
+
+def test_the_wire_package_needs_only_pydantic_and_the_standard_library() -> None:
+    # plaudit_wire is what server and client share (issue 20): it must install with the light
+    # client and import nothing of either side.
+    allowed = {"__future__", "pydantic", "typing_extensions", "plaudit_wire"}
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {module}"
+        for path in sorted((ROOT / "plaudit_wire").rglob("*.py"))
+        for line, module in imports(path)
+        if module.split(".")[0] not in allowed and module.split(".")[0] not in STDLIB
+    ]
+    assert found == []
+
+
+def test_the_server_imports_nothing_private_of_the_client() -> None:
+    # The server used to import trainer_client._wire and _templates; shared pieces live in
+    # plaudit_wire now.
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {module}"
+        for package in ("services", "judges")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, module in imports(path)
+        if module.startswith("trainer_client.") and module.split(".")[1].startswith("_")
+    ]
+    assert found == []

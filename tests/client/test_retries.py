@@ -11,6 +11,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+import judges.limits
+import plaudit_wire.retry
 import trainer_client.config
 import trainer_client.errors
 from tests.client.standin import Reply, StandIn, envelope
@@ -292,7 +294,20 @@ def test_retry_after_header_forms() -> None:
     assert (error.retry_after, error.message, error.error_type) == (4.0, "upstream down", None)
 
 
-@pytest.mark.parametrize("module", [trainer_client.errors, trainer_client.config])
+def test_the_client_and_the_judge_backend_share_one_policy_and_one_parser() -> None:
+    # Issue 20: two retry policies (different jitter) and two Retry-After parsers were one too
+    # many; the judge's OpenAI-compatible backend waits with the same Backoff.
+    from judges.backends.openai_backend import OpenAIConfig
+
+    assert issubclass(RetryPolicy, plaudit_wire.retry.Backoff)
+    assert isinstance(OpenAIConfig("http://x/v1", "m").retry, plaudit_wire.retry.Backoff)
+    assert parse_retry_after is plaudit_wire.retry.parse_retry_after
+    assert not hasattr(judges.limits, "parse_retry_after")
+
+
+@pytest.mark.parametrize(
+    "module", [trainer_client.errors, trainer_client.config, plaudit_wire.retry]
+)
 def test_docstring_examples(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 

@@ -30,7 +30,8 @@ from judges.backends.openai_backend import (
     verdict_result,
 )
 from judges.generation import GenerationRequest, Sampling, generate
-from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter, RetryPolicy
+from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter
+from plaudit_wire.retry import Backoff
 from services.core.model_layer import model_backend
 from services.settings import Settings
 from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
@@ -178,7 +179,7 @@ async def test_verdict_mode_never_asks_for_logprobs(harness: Harness) -> None:
 
 
 async def test_429_is_retried_after_the_retry_after_header(harness: Harness) -> None:
-    retry = RetryPolicy(backoff_base_s=0.01)
+    retry = Backoff(backoff=0.01)
     async with harness.backend("rate-limited", retry=retry) as backend:
         [result] = await backend.score_choices([ask("pick B")])
     assert result.ok and result.best() == "B"
@@ -189,21 +190,21 @@ async def test_429_is_retried_after_the_retry_after_header(harness: Harness) -> 
 async def test_500s_are_retried_with_growing_backoff_until_retries_run_out(
     harness: Harness,
 ) -> None:
-    retry = RetryPolicy(max_retries=3, backoff_base_s=1.0, backoff_max_s=100.0)
-    async with harness.backend("fail500x2", retry=retry) as backend:
+    # The top of each full-jitter draw, so the doubling shows (the one policy: issue 20).
+    top = Backoff(max_retries=3, backoff=1.0, max_backoff=100.0, jitter=lambda low, high: high)
+    async with harness.backend("fail500x2", retry=top) as backend:
         [result] = await backend.score_choices([ask("pick A")])
     assert result.ok and len(harness.run.bodies) == 3
-    first, second = harness.sleeps
-    assert 0.5 <= first <= 1.0 and 1.0 <= second <= 2.0
+    assert harness.sleeps == [1.0, 2.0]
     always = Harness(harness.server)
-    async with always.backend("fail500x99", retry=RetryPolicy(max_retries=2)) as persistent:
+    async with always.backend("fail500x99", retry=Backoff(max_retries=2)) as persistent:
         [choice] = await persistent.score_choices([ask("pick A")])
     assert choice.status == "error" and "HTTP 500" in (choice.error or "")
     assert len(always.run.bodies) == 3 and len(always.sleeps) == 2
 
 
 async def test_a_hanging_server_gives_timeout_items(harness: Harness) -> None:
-    retry = RetryPolicy(max_retries=1)
+    retry = Backoff(max_retries=1)
     backend = harness.backend("hang", timeout_s=30, retry=retry)
     async with OpenAIBackend(backend.config, sleep=harness.sleep, attempt_timeout_s=0.3) as judge:
         [choice] = await judge.score_choices([ask("pick A")])
@@ -217,7 +218,7 @@ async def test_a_hanging_server_gives_timeout_items(harness: Harness) -> None:
 async def test_the_default_attempt_timeout_leaves_room_for_a_retry(harness: Harness) -> None:
     # Issue 19: the per-attempt timeout equalled the request's (300 s), so no retry could
     # ever follow a timeout. Now attempts share the deadline: 0.6 s over 2 tries is 0.3 s each.
-    retry = RetryPolicy(max_retries=1, backoff_base_s=0.01, backoff_max_s=0.01)
+    retry = Backoff(max_retries=1, backoff=0.01, max_backoff=0.01)
     async with harness.backend("hang", timeout_s=0.6, retry=retry) as backend:
         assert backend.attempt_timeout_s == pytest.approx(0.3)
         [choice] = await backend.score_choices([ask("pick A")])
@@ -243,7 +244,7 @@ async def test_connection_refused_is_retried_then_an_error(harness: Harness) -> 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed_port = sock.getsockname()[1]
-    url, retry = f"http://127.0.0.1:{closed_port}/v1", RetryPolicy(max_retries=2)
+    url, retry = f"http://127.0.0.1:{closed_port}/v1", Backoff(max_retries=2)
     async with OpenAIBackend(OpenAIConfig(url, MODEL, retry=retry), sleep=harness.sleep) as backend:
         [choice] = await backend.score_choices([ask("pick A")])
     assert choice.status == "error" and "ConnectError" in (choice.error or "")

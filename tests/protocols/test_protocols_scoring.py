@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from plaudit_wire.text import strip_end_markers
 from services.judge.channels import JudgePairwiseSpec, JudgeScaleSpec
 from services.protocols.scoring import (
     GROUP_TOO_SMALL,
@@ -17,7 +18,6 @@ from services.protocols.scoring import (
 )
 from services.rewards.schemas import ChannelResult, CompletionReward
 from tests.channels import resolve
-from trainer_client._wire import strip_end_markers
 
 CHATML = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
 
