@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from plaudit_wire.rewards import SpecError
 from services.core.channels import Channel, ChannelOutcome, ChannelRegistry, GroupInput
 from services.diversity.channels import DiversitySpec
 from services.judge.channels import JudgePairwiseSpec, JudgeScaleSpec
-from services.rewards.schemas import SpecError
 from services.rewards.spec import ResolvedSpec, check_spec, resolve_spec
 
 

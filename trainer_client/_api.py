@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+from plaudit_wire.rewards import RewardsGroupRequest
+
 JSONObject = dict[str, Any]
 #: A completion: its text, or ``{"id": ..., "text": ...}``.
 Completion = str | Mapping[str, Any]
@@ -294,6 +296,15 @@ class Endpoints(Generic[R]):
             "columns": None if columns is None else dict(columns),
         }
         return self._post("/v1/rewards/group", body(fields, options), idempotency_key)
+
+    def send_rewards_group(
+        self, request: RewardsGroupRequest, *, idempotency_key: str | None = None
+    ) -> R:
+        """:meth:`rewards_group` with the request as the wire model the server validates
+        (:class:`plaudit_wire.rewards.RewardsGroupRequest`); the trainer adapters send this.
+        Read the answer with ``RewardsGroupResponse.model_validate``."""
+        payload = request.model_dump(mode="json", exclude_unset=True)
+        return self._post("/v1/rewards/group", payload, idempotency_key)
 
     def rewards_validate(self, spec: Mapping[str, Any]) -> R:
         """A dry run of a reward spec: ``valid``, the resolved spec (defaults filled) and its

@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from plaudit_wire.rewards import RewardsGroupResponse
 from trainer_client.errors import PlauditError
 
 
@@ -189,24 +192,28 @@ def content_text(content: Any) -> str:
 
 
 def read_group(answer: Mapping[str, Any], size: int) -> Scored:
-    """One ``/v1/rewards/group`` answer as per-completion lists (``size`` = completions sent)."""
-    results = answer.get("results")
-    if not isinstance(results, list) or len(results) != size:
-        got = len(results) if isinstance(results, list) else type(results).__name__
-        raise PlauditError(f"expected {size} results from /v1/rewards/group, got {got}")
+    """One ``/v1/rewards/group`` answer (read as :class:`RewardsGroupResponse`, the server's
+    own wire model) as per-completion lists; ``size`` = completions sent."""
+    try:
+        parsed = RewardsGroupResponse.model_validate(answer)
+    except ValidationError as exc:
+        raise PlauditError(f"unreadable answer from /v1/rewards/group: {exc}") from None
+    results = parsed.results
+    if len(results) != size:
+        raise PlauditError(f"expected {size} results from /v1/rewards/group, got {len(results)}")
     channels: dict[str, list[float | None]] = {}
     meta: dict[str, dict[str, Any]] = {}
     errors: list[str | None] = []
     for position, result in enumerate(results):
         errors.append(None)
-        for name, channel in result.get("channels", {}).items():
-            channels.setdefault(name, [None] * size)[position] = _number(channel.get("value"))
-            meta.setdefault(name, channel.get("meta") or {})
-            if errors[-1] is None and channel.get("status") != "ok":
-                errors[-1] = f"{name}: {channel.get('error') or channel.get('status')}"
+        for name, channel in result.channels.items():
+            channels.setdefault(name, [None] * size)[position] = _number(channel.value)
+            meta.setdefault(name, channel.meta)
+            if errors[-1] is None and channel.status != "ok":
+                errors[-1] = f"{name}: {channel.error or channel.status}"
     return Scored(
-        totals=[_number(r.get("total")) for r in results],
-        statuses=[str(r.get("status")) for r in results],
+        totals=[_number(r.total) for r in results],
+        statuses=[r.status for r in results],
         channels=channels,
         errors=errors,
         meta=meta,

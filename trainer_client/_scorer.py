@@ -22,10 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from plaudit_wire.rewards import RewardsGroupRequest
 from trainer_client._groups import Group, Scored, read_group
 from trainer_client.client import AsyncPlauditClient, PlauditClient, TimeoutLike
 from trainer_client.config import RetryPolicy, Timeouts
 from trainer_client.errors import (
+    InvalidRequest,
     Overloaded,
     PlauditConnectionError,
     PlauditError,
@@ -153,7 +157,7 @@ class GroupScorer:
 
         def one(group: Group) -> Scored | PlauditError:
             try:
-                answer = client.rewards_group(**self._request(group, run_id, step))
+                answer = client.send_rewards_group(self._request(group, run_id, step))
             except TRANSIENT_ERRORS as exc:
                 if return_exceptions:
                     return exc
@@ -179,7 +183,7 @@ class GroupScorer:
 
         async def one(group: Group) -> Scored:
             async with slots:
-                answer = await client.rewards_group(**self._request(group, run_id, step))
+                answer = await client.send_rewards_group(self._request(group, run_id, step))
             return read_group(answer, len(group))
 
         outcomes = await asyncio.gather(*(one(g) for g in groups), return_exceptions=True)
@@ -243,8 +247,10 @@ class GroupScorer:
             "retry": config.retry,
         }
 
-    def _request(self, group: Group, run_id: str | None, step: int | None) -> dict[str, Any]:
-        return {
+    def _request(self, group: Group, run_id: str | None, step: int | None) -> RewardsGroupRequest:
+        """The group as the wire model the server validates; a group it cannot hold (a text
+        that is not text, a token count per completion missing) is an InvalidRequest here."""
+        fields = {
             "prompt": group.prompt,
             "completions": list(group.texts),
             "spec": self.spec,
@@ -253,6 +259,12 @@ class GroupScorer:
             "token_counts": None if group.token_counts is None else list(group.token_counts),
             "columns": group.columns,
         }
+        try:
+            return RewardsGroupRequest.model_validate(
+                {name: value for name, value in fields.items() if value is not None}
+            )
+        except ValidationError as exc:
+            raise InvalidRequest(f"this group cannot be sent: {exc}") from None
 
 
 def config_from_env(

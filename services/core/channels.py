@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import Field
 
-from services.core.schemas import Completion, Prompt, StrictModel
+from plaudit_wire.schemas import Completion, Prompt, StrictModel
 
 
 class ChannelOptionError(ValueError):

@@ -10,14 +10,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from plaudit_wire.names import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
+from plaudit_wire.schemas import ID_PATTERN
+from plaudit_wire.unicode_check import surrogate_errors
 from services.core.auth import principal_of
 from services.core.errors import BackendUnavailable
 from services.core.idempotency import ReplayKey
 from services.core.query_once import query_once
 from services.core.resources import Resources
-from services.core.schemas import ID_PATTERN
-from services.core.store_refs import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
-from services.core.unicode_check import surrogate_errors
 
 T = TypeVar("T")
 

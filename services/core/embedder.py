@@ -13,9 +13,9 @@ import numpy.typing as npt
 
 from judges.lifecycle import ModelUnavailable, Readiness
 from judges.model_worker import ModelWorker
+from plaudit_wire.unicode_check import has_surrogate
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.metrics import Metrics
-from services.core.unicode_check import has_surrogate
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,10 @@ def as_utc(moment: datetime) -> datetime:
 
 
 def utc_iso(moment: datetime) -> str:
-    """A stored time as ISO 8601 with its zone (``2026-12-05T06:55:00+00:00``)."""
-    return as_utc(moment).isoformat()
+    """A stored time as ISO 8601 in UTC, written with ``Z`` (``2026-12-05T06:55:00Z``): the
+    one timestamp format of the API, the form pydantic writes for the models' datetime fields
+    (issue 20: artifacts answered ``Z``, rubrics and runs ``+00:00``)."""
+    return as_utc(moment).isoformat().replace("+00:00", "Z")
 
 
 #: Constraint names Alembic can find again on every database.

@@ -1,5 +1,5 @@
 """The one paging dependency: every listing takes ``limit`` (1 to 1000, default 100) and
-``offset`` (default 0) and answers :class:`~services.core.schemas.Page`::
+``offset`` (default 0) and answers :class:`~plaudit_wire.schemas.Page`::
 
     @router.get("")
     async def things(service: Service, page: Paging) -> Page[Thing]:
@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Query
 
-from services.core.schemas import INT32_MAX
+from plaudit_wire.schemas import INT32_MAX
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100

@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import desc, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from plaudit_wire.schemas import ScoredGroupOut
 from services.core.context import current_principal
 from services.core.models import ScoredGroup, utc_iso
 from services.core.outages import reading, transaction
-from services.core.schemas import ScoredGroupOut
 
 
 def content_hash(payload: Any) -> str:

@@ -30,6 +30,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from plaudit_wire.names import OWNER_SEPARATOR
 from services.core import store_files
 from services.core import store_rows as rows
 from services.core.errors import Conflict, InvalidInput, NotFound
@@ -44,13 +45,7 @@ from services.core.store_models import (
     VersionDiff,
     VersionInfo,
 )
-from services.core.store_refs import (
-    OWNER_SEPARATOR,
-    ArtifactRef,
-    check_kind,
-    check_stored_name,
-    parse_ref,
-)
+from services.core.store_refs import ArtifactRef, check_kind, check_stored_name, parse_ref
 
 #: Compare-and-set attempts before a writer gives up (each loses only to a writer that won).
 MAX_ATTEMPTS = 100

@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: The rule of ids in paths, queries and headers (also in the OpenAPI schema).
-ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-#: Text filters in query strings: anything but NUL, which the database cannot compare.
-NO_NUL_PATTERN = r"^[^\x00]*$"
+from plaudit_wire.names import ID_PATTERN, NO_NUL_PATTERN
+
 MAX_LISTED = 10
 _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "bytes", "dict", "list", "none"})
 

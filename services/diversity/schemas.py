@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import Completions, Id, ItemStatus, RunTag, StrictModel
+from plaudit_wire.schemas import Completions, Id, ItemStatus, RunTag, StrictModel
 
 MetricName = Literal["centroid", "pairwise_cosine"]
 ScalingName = Literal["minmax", "none"]

@@ -9,10 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from plaudit_wire.names import NO_NUL_PATTERN
 from services.core.deps import IdempotencyKey, PathId
 from services.core.errors import NotFound
 from services.core.paging import Paging
-from services.core.validation_messages import NO_NUL_PATTERN
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
 from services.jobs.schemas import JobOut, JobPage, JobState, ProbeRequest, View

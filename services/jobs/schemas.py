@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import Page, StrictModel
+from plaudit_wire.schemas import Page, StrictModel
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 View = Literal["full", "summary"]
@@ -46,7 +46,7 @@ class JobOut(BaseModel):
     result: Any = None
 
 
-#: A page of jobs: the one listing shape (services.core.schemas.Page).
+#: A page of jobs: the one listing shape (plaudit_wire.schemas.Page).
 JobPage = Page[JobOut]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.core.schemas import CompletionItem
+from plaudit_wire.schemas import CompletionItem
 from services.judge.schemas import JudgeOptions, PairwiseRequest, ScaleRequest
 
 if TYPE_CHECKING:  # the client-only install samples votes here without the server parts

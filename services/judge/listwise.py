@@ -27,7 +27,7 @@ from judges.backends.base import ChatMessage
 from judges.fencing import neutralise
 from judges.generation import GenerateFn, GenerationRequest, GenerationResult, Sampling, generate
 from judges.templates import PromptTemplate
-from services.core.schemas import ItemStatus
+from plaudit_wire.schemas import ItemStatus
 from services.judge.schemas import JudgeStamp, ListwiseResponse, ListwiseResult
 
 DEFAULT_TEMPLATE = "listwise@1"

@@ -12,7 +12,7 @@ from typing import Literal
 from judges.backends.base import ChoiceResult, GenerateResult
 from judges.generation import GenerationResult
 from judges.parsing import parse_pairwise_verdict
-from services.core.schemas import ItemStatus
+from plaudit_wire.schemas import ItemStatus
 
 Order = Literal["ab", "ba"]
 Status = ItemStatus

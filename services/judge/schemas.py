@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.core.limits import MaxNewTokens, Text
-from services.core.schemas import (
+from plaudit_wire.limits import MaxNewTokens, Text
+from plaudit_wire.schemas import (
     INT32_MAX,
     Completions,
     FinishReasons,

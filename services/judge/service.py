@@ -15,9 +15,9 @@ from judges.templates import (
     TemplateNotFoundError,
     load_template,
 )
+from plaudit_wire.schemas import Prompt, completion_ids
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import ScoredGroupRepository, content_hash
-from services.core.schemas import Prompt, completion_ids
 from services.judge import listwise, structured
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge

@@ -8,10 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from services.core.limits import Text
-from services.core.schemas import Page, Prompt, StrictModel
-from services.core.store_refs import ArtifactName, ArtifactRefStr
-from services.core.validation_messages import NO_NUL_PATTERN
+from plaudit_wire.limits import Text
+from plaudit_wire.names import NO_NUL_PATTERN, ArtifactName, ArtifactRefStr
+from plaudit_wire.schemas import Page, Prompt, StrictModel
 from services.karma.training import KarmaTrainConfig
 
 #: Which stored KARMA model to score with: the score route's and the ``karma`` channel's option.

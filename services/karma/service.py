@@ -21,8 +21,8 @@ from typing import Any
 
 from judges.lifecycle import ModelUnavailable
 from judges.model_worker import BatchRecord
+from plaudit_wire.schemas import Message
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound, PlauditError
-from services.core.schemas import Message
 from services.core.store import ArtifactStore
 from services.core.store_models import ArtifactVersion, VersionInfo
 from services.core.store_refs import parse_ref

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.core.schemas import CompletionItem
+from plaudit_wire.schemas import CompletionItem
 from services.memory import guard
 from services.memory.models import MemoryRevision, MemoryRollout
 from services.memory.operations import Checked, PastOperation

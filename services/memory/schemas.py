@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import INT32_MAX, Completions, Id, Prompt, StoredModel, StrictModel
-from services.core.validation_messages import NO_NUL_PATTERN
+from plaudit_wire.names import NO_NUL_PATTERN
+from plaudit_wire.schemas import INT32_MAX, Completions, Id, Prompt, StoredModel, StrictModel
 from services.rubrics.schemas import RubricOut, RubricReference
 
 RecordKind = Literal["rollout_analysis", "step_summary", "rubric_update"]

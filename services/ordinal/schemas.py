@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 from typing_extensions import TypedDict
 
-from services.core.schemas import Id, RunTag, StrictModel
+from plaudit_wire.schemas import Id, RunTag, StrictModel
 
 EstimatorName = Literal["odrpo", "grpo", "maxrl", "dr_grpo"]
 K = Field(ge=2, le=100)

@@ -13,10 +13,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from plaudit_wire.schemas import ID_PATTERN, INT32_MAX
 from services.core.auth import authorize, require_scope, scopes_for
 from services.core.deps import service_of
 from services.core.errors import Unauthorized
-from services.core.schemas import ID_PATTERN, INT32_MAX
 from services.core.settings import CoreSettings, Scope
 from services.protocols.schemas import (
     FailurePolicy,

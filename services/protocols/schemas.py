@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.core.limits import Text
-from services.core.schemas import Message
+from plaudit_wire.limits import Text
+from plaudit_wire.schemas import Message
 
 FailurePolicy = Literal["neutral", "error"]
 

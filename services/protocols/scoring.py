@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from plaudit_wire.rewards import CompletionReward
+from plaudit_wire.schemas import VALUED_STATUSES
 from plaudit_wire.text import strip_end_markers, unit_interval
 from services.core.channels import ChannelSpec
-from services.core.schemas import VALUED_STATUSES
-from services.rewards.schemas import CompletionReward
 from services.rewards.spec import ResolvedSpec
 
 #: Begin-of-text tokens a decoded query may start with before the (truncated) prompt.

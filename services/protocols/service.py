@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plaudit_wire.rewards import RewardsGroupRequest
+from plaudit_wire.schemas import Prompt
 from plaudit_wire.text import strip_end_markers
+from plaudit_wire.unicode_check import find_surrogates
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.records import content_hash
-from services.core.schemas import Prompt
-from services.core.unicode_check import find_surrogates
 from services.protocols.buffer import GroupBuffer, Settle
 from services.protocols.in_flight import GroupsInFlight
 from services.protocols.schemas import (
@@ -47,7 +48,6 @@ from services.protocols.scoring import (
 from services.protocols.settings import ProtocolsSettings
 from services.protocols.shared_buffer import RedisGroupBuffer
 from services.protocols.templates import unwrap_prompt
-from services.rewards.schemas import RewardsGroupRequest
 from services.rewards.service import RewardsService
 from services.rewards.spec import ResolvedSpec
 

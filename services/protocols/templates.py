@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from plaudit_wire.schemas import Message
 from plaudit_wire.templates import TEMPLATES
 from plaudit_wire.templates import unwrap_prompt as _unwrap
-from services.core.schemas import Message
 
 __all__ = ["TEMPLATES", "Unwrapped", "unwrap_prompt"]
 

@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from services.core.channels import ChannelOutcome
-from services.core.schemas import VALUED_STATUSES
-from services.ordinal import estimators
-from services.rewards.schemas import (
+from plaudit_wire.rewards import (
     ChannelResult,
     ChannelStats,
     CompletionReward,
     RewardStats,
 )
+from plaudit_wire.schemas import VALUED_STATUSES
+from services.core.channels import ChannelOutcome
+from services.ordinal import estimators
 from services.rewards.spec import ResolvedSpec
 
 EPS = 1e-6

@@ -16,19 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from plaudit_wire.names import OWNER_SEPARATOR
+from plaudit_wire.rewards import NamedSpec, SpecSaveRequest
 from services.core.channels import ChannelRegistry
 from services.core.context import Principal, current_principal
 from services.core.errors import Forbidden, InvalidInput, NotFound
+from services.core.models import utc_iso
 from services.core.store import ArtifactStore
 from services.core.store_models import ArtifactVersion
-from services.core.store_refs import (
-    OWNER_SEPARATOR,
-    ArtifactRef,
-    owned_name,
-    parse_ref,
-    split_owned,
-)
-from services.rewards.schemas import NamedSpec, SpecSaveRequest
+from services.core.store_refs import ArtifactRef, owned_name, parse_ref, split_owned
 from services.rewards.spec import ResolvedSpec, resolve_spec
 
 KIND = "reward_spec"
@@ -153,5 +149,5 @@ def _named(version: ArtifactVersion, *, created: bool = False) -> NamedSpec:
         spec_hash=str(version.metadata.get("spec_hash", "")),
         current=version.current,
         created=created,
-        created_at=version.created_at.isoformat(),
+        created_at=utc_iso(version.created_at),
     )

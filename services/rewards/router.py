@@ -8,6 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from plaudit_wire.rewards import (
+    NamedSpec,
+    RewardsGroupRequest,
+    RewardsGroupResponse,
+    SpecSaveRequest,
+    ValidateRequest,
+    ValidateResponse,
+)
+from plaudit_wire.schemas import Page, ScoredGroupPage
 from services.core.auth import require_scope
 from services.core.deps import (
     IdempotencyKey,
@@ -18,16 +27,7 @@ from services.core.deps import (
     service_of,
 )
 from services.core.paging import Paging
-from services.core.schemas import Page, ScoredGroupPage
 from services.core.settings import Scope
-from services.rewards.schemas import (
-    NamedSpec,
-    RewardsGroupRequest,
-    RewardsGroupResponse,
-    SpecSaveRequest,
-    ValidateRequest,
-    ValidateResponse,
-)
 from services.rewards.service import RewardsService
 
 router = APIRouter(

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from services.core.schemas import VALUED_STATUSES
-from services.rewards.schemas import RewardsGroupResponse
+from plaudit_wire.rewards import RewardsGroupResponse
+from plaudit_wire.schemas import VALUED_STATUSES
 
 PAIRWISE = "judge_pairwise"
 

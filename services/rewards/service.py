@@ -10,20 +10,20 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from services.core.access import note
-from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
-from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.records import content_hash
-from services.core.schemas import ScoredGroupPage, completion_ids
-from services.rewards import aggregate
-from services.rewards.named import NamedSpecs, SpecInUse
-from services.rewards.run_metrics import RunMetrics
-from services.rewards.schemas import (
+from plaudit_wire.rewards import (
     RewardsGroupRequest,
     RewardsGroupResponse,
     ValidateRequest,
     ValidateResponse,
 )
+from plaudit_wire.schemas import ScoredGroupPage, completion_ids
+from services.core.access import note
+from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
+from services.core.errors import BackendUnavailable, InvalidInput
+from services.core.records import content_hash
+from services.rewards import aggregate
+from services.rewards.named import NamedSpecs, SpecInUse
+from services.rewards.run_metrics import RunMetrics
 from services.rewards.spec import ResolvedSpec, check_spec, resolve_spec
 from services.rewards.store import RewardGroups
 

@@ -17,10 +17,10 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from plaudit_wire.rewards import AdvantageName, SpecError
 from services.core.channels import ChannelOptionError, ChannelRegistry, ChannelSpec
 from services.core.errors import InvalidInput
 from services.core.records import content_hash
-from services.rewards.schemas import AdvantageName, SpecError
 
 SPEC_KEYS = ("channels", "advantage")
 

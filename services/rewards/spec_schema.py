@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
+from plaudit_wire.names import OWNED_REF_REGEX
+from plaudit_wire.rewards import AdvantageName
 from services.core.channels import ChannelRegistry
-from services.core.store_refs import OWNED_REF_REGEX
-from services.rewards.schemas import AdvantageName
 
 SPEC = "RewardSpec"
 #: Channel option models and their nested models, named apart from the API's own schemas.

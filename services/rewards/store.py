@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from plaudit_wire.schemas import ScoredGroupPage
 from services.core.records import ScoredGroupRepository, group_out
-from services.core.schemas import ScoredGroupPage
 
 SERVICE = "rewards"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from judges.backends.base import ChoiceResult, GenerateResult
 from judges.templates import PromptTemplate
-from services.core.schemas import ItemStatus
+from plaudit_wire.schemas import ItemStatus
 from services.judge.cached import CachedJudge
 from services.rubrics.prompts import p_yes, render, rubric_listing
 from services.rubrics.schemas import Criterion

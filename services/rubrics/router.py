@@ -11,12 +11,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from plaudit_wire.names import NO_NUL_PATTERN
+from plaudit_wire.schemas import Page
 from services.core.auth import require_scope
 from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
 from services.core.paging import Paging
-from services.core.schemas import Page
 from services.core.settings import Scope
-from services.core.validation_messages import NO_NUL_PATTERN
 from services.rubrics.repository import ListFilter
 from services.rubrics.schemas import (
     ImportResult,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from services.core.schemas import (
+from plaudit_wire.schemas import (
     INT32_MAX,
     Completions,
     ItemStatus,

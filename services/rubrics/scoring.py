@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plaudit_wire.schemas import CompletionItem, completion_ids
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.schemas import CompletionItem, completion_ids
 from services.rubrics import aggregate
 from services.rubrics.judging import Case, Graded, Judged, RubricJudge
 from services.rubrics.prompts import load_template

@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from plaudit_wire.schemas import INT32_MAX, CompletionItem, Page, Prompt
+from plaudit_wire.unicode_check import find_surrogates
 from services.core.envelope import format_loc
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.models import utc_iso
 from services.core.records import ScoredGroupRepository, content_hash
-from services.core.schemas import INT32_MAX, CompletionItem, Page, Prompt
-from services.core.unicode_check import find_surrogates
 from services.judge.service import prompt_text
 from services.rubrics.adaptive import AdaptiveSink
 from services.rubrics.diff import diff_versions

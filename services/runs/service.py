@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from plaudit_wire.schemas import Page, ScoredGroupOut
 from services.core.models import utc_iso
 from services.core.records import ScoredGroupRepository, group_out
-from services.core.schemas import Page, ScoredGroupOut
 from services.runs.schemas import RunSummary, SpecUse
 
 

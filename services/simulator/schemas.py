@@ -7,9 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from services.core.schemas import Message, Page, StrictModel
-from services.core.store_refs import ArtifactName, ArtifactRefStr
-from services.core.validation_messages import NO_NUL_PATTERN
+from plaudit_wire.names import NO_NUL_PATTERN, ArtifactName, ArtifactRefStr
+from plaudit_wire.schemas import Message, Page, StrictModel
 from services.simulator.calibration import CalibrationConfig
 
 MAX_GOAL = 4000

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from plaudit_wire.names import KIND_PATTERN
 from services.core.auth import principal_of, require_scope
 from services.core.deps import PathName, PathRef, service_of
 from services.core.paging import Paging
 from services.core.settings import Scope
-from services.core.store_refs import KIND_PATTERN
 from services.store.schemas import (
     ArtifactDetail,
     ArtifactPage,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from services.core.schemas import StoredModel
+from plaudit_wire.schemas import StoredModel
 from services.core.store_models import (
     ArtifactEvent,
     ArtifactInfo,

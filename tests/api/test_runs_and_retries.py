@@ -37,9 +37,11 @@ async def test_groups_are_listed_per_run(client: httpx.AsyncClient) -> None:
     assert (run_a["groups"], run_a["first_step"], run_a["last_step"]) == (3, 2, 3)
     assert run_a["services"] == ["diversity", "ordinal"]
     assert listing["total"] == len(listing["items"]) == 2
-    # Times carry their zone on both set-ups (issue 20: SQLite's came back without one).
+    # Times carry their zone on both set-ups (issue 20: SQLite's came back without one), in
+    # the API's one format, UTC written with Z (as pydantic writes the artifacts' times).
     stamps = [run_a["first_at"], run_a["last_at"], page["items"][0]["created_at"]]
     assert all(datetime.fromisoformat(t).utcoffset() == timedelta(0) for t in stamps), stamps
+    assert all(t.endswith("Z") for t in stamps), stamps
 
 
 async def test_a_retry_with_the_same_key_is_replayed(client: httpx.AsyncClient) -> None:

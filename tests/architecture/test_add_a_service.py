@@ -61,7 +61,7 @@ from services.core.deps import get_resources
 from services.core.jobs.context import JobContext
 from services.core.resources import Resources
 from services.jobs.deps import JobCaller, accepted
-from services.core.schemas import StrictModel
+from plaudit_wire.schemas import StrictModel
 
 from plaudit_echo.models import EchoNote
 from plaudit_echo.settings import EchoSettings

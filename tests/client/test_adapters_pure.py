@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer_client import AsyncPlauditReward, PlauditReward, plaudit_reward_func
+from trainer_client import AsyncPlauditReward, PlauditError, PlauditReward, plaudit_reward_func
 from trainer_client._groups import (
     Scored,
     completion_text,
@@ -86,13 +86,11 @@ def test_config_from_env() -> None:
 
 def test_read_group_and_scatter_put_answers_back_in_batch_order() -> None:
     groups = group_by_prompt(["p", "q", "p"], ["a", "b", "c"])
-    p_answer = {
-        "results": [
-            {"total": 1.0, "status": "ok", "channels": {"judge_scale": _channel(1.0)}},
-            {"total": None, "status": "invalid", "channels": {"judge_scale": _bad()}},
-        ]
-    }
-    q_answer = {"results": [{"total": 2.0, "status": "ok", "channels": {}}]}
+    p_answer = _answer(
+        {"id": "0", "total": 1.0, "status": "ok", "channels": {"judge_scale": _channel(1.0)}},
+        {"id": "1", "total": None, "status": "invalid", "channels": {"judge_scale": _bad()}},
+    )
+    q_answer = _answer({"id": "0", "total": 2.0, "status": "ok", "channels": {}})
     answers = [read_group(p_answer, 2), read_group(q_answer, 1)]
     rewards = scatter(3, groups, answers)
     assert rewards.totals == [1.0, 2.0, None]
@@ -125,6 +123,27 @@ def test_openrlhf_response_text() -> None:
     assert response_text("<s>Q: 2+2? A: 4", "Q: 2+2?") == " A: 4"
     assert response_text("Q: 2+2? A: 4", "Q: 2+2?") == " A: 4"
     assert response_text("unrelated", "Q") == "unrelated"
+
+
+def test_read_group_reads_the_servers_wire_model_and_names_what_is_wrong() -> None:
+    # Issue 20: the client parses the answer with the server's RewardsGroupResponse instead
+    # of reading a dict with .get, so a malformed answer is an error, not a silent None.
+    with pytest.raises(PlauditError, match="unreadable answer"):
+        read_group({"results": [{"total": 1.0, "status": "ok", "channels": {}}]}, 1)
+    with pytest.raises(PlauditError, match="expected 2 results"):
+        read_group(_answer({"id": "0", "total": 1.0, "status": "ok", "channels": {}}), 2)
+
+
+def _answer(*results: dict[str, object]) -> dict[str, object]:
+    """A whole /v1/rewards/group answer around ``results``."""
+    stats = {"mean": None, "std": None, "ok": 0, "failed": 0, "per_channel": {}}
+    return {
+        "kind": "rewards",
+        "spec_hash": "h",
+        "advantage": "none",
+        "results": list(results),
+        "stats": stats,
+    }
 
 
 def _channel(value: float) -> dict[str, object]:

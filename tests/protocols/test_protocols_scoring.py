@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from plaudit_wire.rewards import ChannelResult, CompletionReward
 from plaudit_wire.text import strip_end_markers
 from services.judge.channels import JudgePairwiseSpec, JudgeScaleSpec
 from services.protocols.scoring import (
@@ -16,7 +17,6 @@ from services.protocols.scoring import (
     unit_value,
     unscored_group,
 )
-from services.rewards.schemas import ChannelResult, CompletionReward
 from tests.channels import resolve
 
 CHATML = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.core.schemas import Message
+from plaudit_wire.schemas import Message
 from services.protocols.scoring import locate_response
 from services.protocols.templates import unwrap_prompt
 

@@ -293,3 +293,6 @@ async def test_rubrics_are_artifacts_of_the_one_store(api: httpx.AsyncClient) ->
     assert actions == [("promote", 1, 2), ("rollback", 2, 1), ("create", 1, 2), ("create", None, 1)]
     assert (await api.get("/v1/rubrics", params={"name": "boil-2"})).json()["total"] == 1
     assert (await api.get("/v1/rubrics", params={"name": "boil"})).json()["total"] == 0
+    # One timestamp format (issue 20): the rubric and its artifact answer the same moment alike.
+    stamps = [rubric["created_at"], second["created_at"], history["items"][0]["created_at"]]
+    assert all(t.endswith("Z") for t in stamps), stamps

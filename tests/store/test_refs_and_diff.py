@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from plaudit_wire.names import ArtifactRefStr
 from services.core.errors import InvalidInput
 from services.core.store import json_hash
 from services.core.store_diff import diff_json, render_path
-from services.core.store_refs import ArtifactRef, ArtifactRefStr, check_kind, check_name, parse_ref
+from services.core.store_refs import ArtifactRef, check_kind, check_name, parse_ref
 
 
 def test_references_parse_and_print() -> None:

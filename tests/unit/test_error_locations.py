@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from plaudit_wire.names import ID_PATTERN
+from plaudit_wire.unicode_check import find_surrogates
 from services.core.envelope import format_loc
 from services.core.openapi_errors import document_errors
-from services.core.unicode_check import find_surrogates
-from services.core.validation_messages import ID_PATTERN, body_message, plain_message
+from services.core.validation_messages import body_message, plain_message
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from judges.generation import GenerateFn
+from plaudit_wire.schemas import CompletionItem
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.schemas import CompletionItem
 from services.rubrics.schemas import CriterionIn, InlineRubric, ScoreOptions
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings

@@ -7,10 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from plaudit_wire.schemas import Page
 from services.core.auth import Caller, caller_with, require_scope
 from services.core.deps import IdempotencyKey, service_of
 from services.core.paging import Paging
-from services.core.schemas import Page
 from services.core.settings import Scope
 from services.jobs.deps import accepted
 from services.jobs.schemas import JobOut

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.core.schemas import StoredModel, exactly_one_of
+from plaudit_wire.schemas import StoredModel, exactly_one_of
 from services.rubrics.schemas import RubricMode
 
 #: The stages in order; a rejected candidate names the one that rejected it.

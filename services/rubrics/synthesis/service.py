@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from plaudit_wire.schemas import Page
 from services.core.errors import InvalidInput, NotFound
-from services.core.schemas import Page
 from services.judge.cached import CachedJudge
 from services.rubrics.schemas import CriterionIn, RubricCreate
 from services.rubrics.service import RubricsService

@@ -19,10 +19,10 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from services.core.limits import Text
-from services.core.unicode_check import find_strings, has_nul
-from services.core.validation_messages import ID_PATTERN as ID_PATTERN
-from services.core.validation_messages import NO_NUL_PATTERN
+from plaudit_wire.limits import Text
+from plaudit_wire.names import ID_PATTERN as ID_PATTERN
+from plaudit_wire.names import NO_NUL_PATTERN
+from plaudit_wire.unicode_check import find_strings, has_nul
 
 #: The largest integer the database's integer columns hold (``step``, versions, offsets).
 INT32_MAX = 2**31 - 1

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from services.core.schemas import (
+from plaudit_wire.names import ArtifactName
+from plaudit_wire.schemas import (
     INT32_MAX,
     Completions,
     Count,
@@ -17,7 +18,6 @@ from services.core.schemas import (
     StoredModel,
     StrictModel,
 )
-from services.core.store_refs import ArtifactName
 
 AdvantageName = Literal["none", "grpo", "odrpo"]
 Kind = Literal["rewards", "advantages"]
