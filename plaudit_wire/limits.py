@@ -34,7 +34,7 @@ class TextLimits:
 
 
 _active: ContextVar[TextLimits | None] = ContextVar("plaudit_limits", default=None)
-_fallback: list[TextLimits] = []
+_fallback: TextLimits | None = None
 
 
 def use_limits(limits: TextLimits) -> Token[TextLimits | None]:
@@ -48,12 +48,13 @@ def reset_limits(token: Token[TextLimits | None]) -> None:
 
 def set_fallback(limits: TextLimits) -> None:
     """The limits that apply outside a request in this process (a server's defaults)."""
-    _fallback[:] = [limits]
+    global _fallback
+    _fallback = limits
 
 
 def active_limits() -> TextLimits | None:
     """The limits in force: the current request's, else the process fallback, else none."""
-    return _active.get() or (_fallback[0] if _fallback else None)
+    return _active.get() or _fallback
 
 
 def _check_text(value: str) -> str:

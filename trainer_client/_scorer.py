@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from plaudit_wire.rewards import RewardsGroupRequest
+from trainer_client._api import body
 from trainer_client._groups import Group, Scored, read_group
 from trainer_client.client import AsyncPlauditClient, PlauditClient, TimeoutLike
 from trainer_client.config import RetryPolicy, Timeouts
@@ -260,9 +261,7 @@ class GroupScorer:
             "columns": group.columns,
         }
         try:
-            return RewardsGroupRequest.model_validate(
-                {name: value for name, value in fields.items() if value is not None}
-            )
+            return RewardsGroupRequest.model_validate(body(fields, {}))
         except ValidationError as exc:
             raise InvalidRequest(f"this group cannot be sent: {exc}") from None
 

@@ -220,6 +220,19 @@ def test_trl_unreachable_server_raises_or_gives_none() -> None:
     assert lenient(prompts=PROMPTS, completions=COMPLETIONS) == [None] * 6
 
 
+def test_trl_group_the_wire_model_refuses_is_never_sent() -> None:
+    # The adapter builds the server's own RewardsGroupRequest, so a group the server would
+    # refuse (here a run id over 200 characters) fails in the client, before any connection:
+    # nothing listens at this address, yet the error is InvalidRequest, not a connection error.
+    url = f"http://127.0.0.1:{free_port()}"
+    for on_error in ("raise", "none"):
+        reward = plaudit_reward_func(
+            url, DIVERSITY, run_id="r" * 201, retry=NO_RETRY, on_error=on_error
+        )
+        with pytest.raises(InvalidRequest, match="run_id"):
+            reward(prompts=PROMPTS, completions=COMPLETIONS)
+
+
 def test_trl_rejected_spec_always_raises(live_all_server: LiveServer) -> None:
     bad = _reward(live_all_server, {"channels": {"nope": {}}}, on_error="none")
     with pytest.raises(InvalidRequest) as caught:
