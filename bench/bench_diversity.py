@@ -20,7 +20,7 @@ import httpx
 
 from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
-from services.core.embedder import load_embedder
+from services.core.models.embedder import load_embedder
 from services.diversity import metrics
 
 

@@ -34,7 +34,7 @@ import httpx
 from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
 from services.core.cache import MemoryCache
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.judge.cached import CachedJudge
 from services.judge.schemas import GroupRequest, JudgeOptions
 from services.judge.service import JudgeService

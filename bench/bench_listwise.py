@@ -37,7 +37,7 @@ from judges.backends.base import ChoiceRequest, ChoiceResult, GenerateRequest, G
 from plaudit_wire.schemas import CompletionItem
 from services.core.cache import MemoryCache
 from services.core.errors import BackendUnavailable
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.datasets.store import locate
 from services.judge.cached import CachedJudge
 from services.judge.evaluation import load_rows, truncate, wilson

@@ -45,7 +45,7 @@ import httpx
 from bench.common import machine
 from judges.backends.base import GenerateRequest, GenerateResult
 from services.app import create_app
-from services.core.embedder import load_embedder
+from services.core.models.embedder import load_embedder
 from services.memory.operations import EditOperation, PastOperation, find_undo
 from services.memory.retrieval import cosine
 from services.memory.service import MemoryService

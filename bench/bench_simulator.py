@@ -35,7 +35,7 @@ CONCURRENT = 16
 
 def calibrate(out: Path, threads: int | None, overrides: dict[str, Any]) -> dict[str, Any]:
     from judges.backends.convert import resolve_model_dir
-    from services.core.embedder import load_embedder
+    from services.core.models.embedder import load_embedder
     from services.settings import Settings
     from services.simulator.calibration import CalibrationConfig
     from services.simulator.calibration import calibrate as run
@@ -159,7 +159,7 @@ def heads(train_turns: int, test_turns: int, seed: int = 0) -> dict[str, Any]:
 
     import numpy as np
 
-    from services.core.embedder import load_embedder
+    from services.core.models.embedder import load_embedder
     from services.settings import Settings
     from services.simulator import data as uss
     from services.simulator.acts import Context, context_texts, fit_acts, real_acts

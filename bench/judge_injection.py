@@ -24,7 +24,7 @@ from typing import Any
 from bench.common import machine
 from bench.injection import STYLES, TRIPLES, Case, Verdict, build_cases, count_flips
 from services.core.cache import MemoryCache
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService

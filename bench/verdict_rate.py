@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from services.core.cache import MemoryCache
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.judge import evaluation as ev
 from services.judge.cached import CachedJudge
 from services.judge.schemas import PairwiseRequest

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from services.app import components
-from services.core.models import Base
+from services.core.db.tables import Base
 
 # Each service keeps its tables in its own folder on the shared metadata; building the list of
 # services imports them all (issue 20).

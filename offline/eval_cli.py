@@ -165,7 +165,7 @@ def _in_process(
 
 async def _evaluate(settings: Any, request: Any) -> dict[str, Any]:
     from services.core.cache import MemoryCache
-    from services.core.model_layer import model_backend
+    from services.core.models.layer import model_backend
     from services.judge.cached import CachedJudge
     from services.judge.jobs import run_evaluation, sampled_votes
     from services.judge.service import JudgeService

@@ -1,7 +1,7 @@
 """Per-deployment size limits of request fields: :data:`Text` and :data:`MaxNewTokens`.
 
 A server decides its limits (``PLAUDIT_LIMITS_*``) and puts them in force for each request
-with :func:`use_limits`; its OpenAPI schema shows the values (``services.core.limits``). A
+with :func:`use_limits`; its OpenAPI schema shows the values (``services.core.web.limits``). A
 process that puts none in force, such as a trainer's client building requests, checks no size:
 the server it sends to knows its own limits and answers 422 with the field.
 

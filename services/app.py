@@ -7,9 +7,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from services.admin.app import component as admin_component
-from services.core.app_factory import build_app
+from services.artifacts.app import component as store_component
 from services.core.components import Component
 from services.core.settings import CoreSettings
+from services.core.web.app_factory import build_app
 from services.diversity.app import component as diversity_component
 from services.jobs.app import component as jobs_component
 from services.judge.app import component as judge_component
@@ -22,7 +23,6 @@ from services.rubrics.app import component as rubrics_component
 from services.rubrics.synthesis.app import component as synthesis_component
 from services.runs.app import component as runs_component
 from services.simulator.app import component as simulator_component
-from services.store.app import component as store_component
 
 
 def components() -> list[Component]:

@@ -87,9 +87,9 @@ def serve(
     settings = _settings()
     bind_host = host or settings.host
     bind_port = port or settings.port
-    from services.core.auth import check_bind_allowed
     from services.core.context import configure_logging
     from services.core.errors import InvalidInput
+    from services.core.web.auth import check_bind_allowed
 
     try:
         check_bind_allowed(settings, bind_host)
@@ -112,7 +112,7 @@ def serve(
         log_level=settings.log_level.lower(),
         log_config=None,
         access_log=False,  # plaudit.access logs one line per request (uvicorn's is a second)
-        http="services.core.http_protocol:EnvelopeHTTPProtocol",  # its 400s as the envelope
+        http="services.core.web.http_protocol:EnvelopeHTTPProtocol",  # its 400s as the envelope
     )
 
 
@@ -136,14 +136,14 @@ def _share_between_workers(settings: CoreSettings, service: str) -> str:
     if JudgeSettings.of(settings).fence_secret is None:
         os.environ["PLAUDIT_JUDGE_FENCE_SECRET"] = secrets.token_hex(32)
     if settings.auto_migrate:  # once, here: workers migrating one database at once can fail
-        from services.core import db
+        from services.core.db import engine as db
 
         db.upgrade(settings.resolved_database_url)
         os.environ["PLAUDIT_AUTO_MIGRATE"] = "false"
-    from services.core import worker_app
+    from services.core.web import worker_app
 
     os.environ[worker_app.FACTORY_VAR] = APPS[service]
-    return "services.core.worker_app:create_app"
+    return "services.core.web.worker_app:create_app"
 
 
 @db_app.command("upgrade")
@@ -151,7 +151,7 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="target revision")] = "head",
 ) -> None:
     """Migrate the configured database (PLAUDIT_DATABASE_URL, else the embedded SQLite file)."""
-    from services.core import db
+    from services.core.db import engine as db
 
     url = _settings().resolved_database_url
     db.upgrade(url, revision)
@@ -163,7 +163,7 @@ def db_wait(
     timeout: Annotated[float, typer.Option(min=0, help="seconds to wait at most")] = 300.0,
 ) -> None:
     """Wait until the configured database is migrated to head (for init containers)."""
-    from services.core import db
+    from services.core.db import engine as db
 
     problem = asyncio.run(db.wait_for_head(_settings().resolved_database_url, timeout))
     if problem is not None:
@@ -177,7 +177,7 @@ def db_downgrade(
     revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
 ) -> None:
     """Step the configured database back to ``revision``."""
-    from services.core import db
+    from services.core.db import engine as db
 
     db.downgrade(_settings().resolved_database_url, revision)
     typer.echo(f"database at {revision}")

@@ -21,9 +21,9 @@ from fastapi import FastAPI
 from sqlalchemy import text
 
 from services.app import create_app
-from services.core import db
-from services.core.embedder import Embedder, load_embedder
-from services.core.models import Base
+from services.core.db import engine as db
+from services.core.db.tables import Base
+from services.core.models.embedder import Embedder, load_embedder
 from services.settings import Settings
 
 PG_URL = os.environ.get(

@@ -1,6 +1,6 @@
 """Reward specs belong to the tenant that wrote them (issue 23, finding 1).
 
-A tenant's spec is stored as ``<owner>~<name>`` (see ``services.core.store_refs``), so the name
+A tenant's spec is stored as ``<owner>~<name>`` (see ``services.core.store.refs``), so the name
 columns of the artifact tables widen to 200, and every reward spec that a keyed tenant wrote
 moves into its writer's namespace. Specs written without keys (owner NULL) stay shared.
 Downgrading moves them back where that name is free (a tenant's spec whose name another tenant

@@ -88,7 +88,7 @@ _events = sa.table(
 
 
 def _json_hash(value: Any) -> str:
-    """The store's content hash (services.core.store.json_hash), fixed here as of 0012."""
+    """The store's content hash (services.core.store.artifacts.json_hash), fixed here as of 0012."""
     raw = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(raw.encode()).hexdigest()
 

@@ -12,10 +12,10 @@ from typing import Any
 from fastapi import FastAPI
 
 from services.admin.router import AdminPage, router
-from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import CoreSettings
+from services.core.web.app_factory import build_app
 
 
 def component() -> Component:

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse, RedirectResponse
 from pydantic import BaseModel, Field
 
-from services.core.auth import presented_key, require_scope, scopes_for
 from services.core.context import current_principal
 from services.core.settings import CoreSettings, Scope
+from services.core.web.auth import presented_key, require_scope, scopes_for
 
 STATIC = Path(__file__).parent / "static"
 #: the only files served, with their media types (no directory listing, no path from the URL)

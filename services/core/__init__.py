@@ -5,4 +5,4 @@ models check sizes outside a request too (jobs, in-process calls); a client proc
 imports only :mod:`plaudit_wire` checks none (:mod:`plaudit_wire.limits`).
 """
 
-from services.core import limits as _limits  # noqa: F401
+from services.core.web import limits as _limits  # noqa: F401

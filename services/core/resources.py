@@ -16,19 +16,19 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from judges.lifecycle import Lifecycle
-from services.core import db
 from services.core.cache import Cache, make_cache
 from services.core.channels import ChannelRegistry
 from services.core.components import ServiceRegistry
-from services.core.embedder import BatchedEmbedder, Embedder
-from services.core.idempotency import IdempotencyStore
+from services.core.db import engine as db
+from services.core.db.records import ScoredGroupRepository
 from services.core.jobs.context import JobRegistry
 from services.core.jobs.queues import JobQueue, make_job_queue
 from services.core.jobs.store import JobStore
 from services.core.metrics import Metrics
-from services.core.records import ScoredGroupRepository
+from services.core.models.embedder import BatchedEmbedder, Embedder
 from services.core.settings import CoreSettings
-from services.core.store import ArtifactStore
+from services.core.store.artifacts import ArtifactStore
+from services.core.web.idempotency import IdempotencyStore
 
 log = logging.getLogger(__name__)
 

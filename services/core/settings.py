@@ -19,8 +19,8 @@ import platformdirs
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.core.embedder_settings import EmbedderSettings
 from services.core.jobs.settings import JobsSettings
+from services.core.models.embedder_settings import EmbedderSettings
 from services.core.reliability_settings import (
     IdempotencySettings,
     LimitsSettings,

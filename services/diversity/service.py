@@ -7,8 +7,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from plaudit_wire.schemas import CompletionItem, completion_ids
+from services.core.db.records import ScoredGroupRepository, content_hash
 from services.core.errors import InvalidInput
-from services.core.records import ScoredGroupRepository, content_hash
 from services.diversity import metrics
 from services.diversity.schemas import (
     CompletionDiversity,

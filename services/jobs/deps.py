@@ -9,10 +9,10 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from services.core.auth import Caller, caller_with
-from services.core.deps import get_resources, service_of
-from services.core.idempotency import ReplayKey
 from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with
+from services.core.web.deps import get_resources, service_of
+from services.core.web.idempotency import ReplayKey
 from services.jobs.service import JobsService, job_out
 
 #: Any key that may start work (reward) or oversee it (admin).

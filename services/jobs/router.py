@@ -10,9 +10,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plaudit_wire.names import NO_NUL_PATTERN
-from services.core.deps import IdempotencyKey, PathId
 from services.core.errors import NotFound
-from services.core.paging import Paging
+from services.core.web.deps import IdempotencyKey, PathId
+from services.core.web.paging import Paging
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
 from services.jobs.schemas import JobOut, JobPage, JobState, ProbeRequest, View

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from services.core.auth import Caller
+from services.core.db.tables import Job, as_utc
 from services.core.errors import Conflict, NotFound
 from services.core.jobs.queues import JobQueue
 from services.core.jobs.store import FINISHED, JobState
-from services.core.models import Job, as_utc
+from services.core.web.auth import Caller
 from services.jobs.schemas import JobOut, JobPage, JobProgress
 
 

@@ -8,13 +8,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from judges.backends.base import JudgeBackend
-from services.core.app_factory import build_app
-from services.core.auth import PLACEHOLDER
 from services.core.components import Component
 from services.core.errors import InvalidInput
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import CoreSettings, is_loopback
+from services.core.web.app_factory import build_app
+from services.core.web.auth import PLACEHOLDER
 from services.jobs.app import component as jobs_component
 from services.judge import jobs
 from services.judge.cached import CachedJudge

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from judges.backends.base import JudgeBackend
-from services.core.auth import Caller
 from services.core.errors import Forbidden, InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
-from services.core.server_files import regular_file
 from services.core.settings import CoreSettings
+from services.core.web.auth import Caller
+from services.core.web.server_files import regular_file
 from services.judge import evaluation as ev
 from services.judge.schemas import EvaluationRequest, JudgeOptions
 from services.judge.service import JudgeService

@@ -16,8 +16,8 @@ from judges.templates import (
     load_template,
 )
 from plaudit_wire.schemas import Prompt, completion_ids
+from services.core.db.records import ScoredGroupRepository, content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.records import ScoredGroupRepository, content_hash
 from services.judge import listwise, structured
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge

@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import CoreSettings
+from services.core.web.app_factory import build_app
 from services.jobs.app import component as jobs_component
 from services.karma import jobs
 from services.karma.channels import karma_channels

@@ -176,7 +176,7 @@ async def _store_locally(
 ) -> tuple[str, int, bool]:
     """Put an in-process run's model into this set-up's artifact store, as the
     ``karma.train`` job does on a server. Returns the name, the version and whether it serves."""
-    from services.core.local_store import put_locally
+    from services.core.store.local import put_locally
     from services.karma.service import KIND, version_metadata
 
     version = await put_locally(

@@ -20,8 +20,8 @@ from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
 from services.core.jobs.store import ACTIVE, JobStore
 from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
-from services.core.server_files import model_folder
 from services.core.settings import CoreSettings
+from services.core.web.server_files import model_folder
 from services.datasets.store import dataset_folder
 from services.karma.data import SHARED_FILES, KarmaDataError, load_data
 from services.karma.schemas import TrainRequest

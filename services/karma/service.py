@@ -23,9 +23,9 @@ from judges.lifecycle import ModelUnavailable
 from judges.model_worker import BatchRecord
 from plaudit_wire.schemas import Message
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound, PlauditError
-from services.core.store import ArtifactStore
-from services.core.store_models import ArtifactVersion, VersionInfo
-from services.core.store_refs import parse_ref
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.models import ArtifactVersion, VersionInfo
+from services.core.store.refs import parse_ref
 from services.karma.features import KarmaInput, context_text
 from services.karma.schemas import (
     KarmaModelOut,

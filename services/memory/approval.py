@@ -20,8 +20,8 @@ from datetime import timedelta
 from typing import Any
 
 from services.core.context import current_principal
+from services.core.db.tables import utcnow
 from services.core.errors import Conflict, NotFound
-from services.core.models import utcnow
 from services.memory.models import MemoryRevision
 from services.memory.operations import accepted_from_wire
 from services.memory.repository import MemoryRepository

@@ -1,5 +1,5 @@
 """The evaluation memory's tables (issue 12), on the shared metadata of
-:class:`services.core.models.Base`. Every change here needs an Alembic migration."""
+:class:`services.core.db.tables.Base`. Every change here needs an Alembic migration."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from services.core.models import Base, utcnow
+from services.core.db.tables import Base, utcnow
 
 
 class MemoryRun(Base):

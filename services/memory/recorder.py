@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.core.models import utcnow
+from services.core.db.tables import utcnow
 from services.memory import stats as st
 from services.memory.models import MemoryRecordRow, MemoryRollout
 from services.memory.repository import MemoryRepository, RecordFilter, new_id

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.core.models import utcnow
+from services.core.db.tables import utcnow
 from services.core.outages import reading, transaction
 from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRollout, MemoryRun
 

@@ -26,9 +26,9 @@ from typing import Any
 
 from judges.generation import GenerateFn
 from services.core.context import OPEN, principal_var
+from services.core.db.tables import utcnow
 from services.core.errors import Conflict
 from services.core.jobs.context import JobContext
-from services.core.models import utcnow
 from services.memory import guard, llm
 from services.memory import retrieval as rt
 from services.memory.models import MemoryRecordRow, MemoryRevision

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from plaudit_wire.schemas import INT32_MAX, Page
-from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
-from services.core.paging import Paging
 from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
+from services.core.web.paging import Paging
 from services.memory.repository import RecordFilter
 from services.memory.schemas import (
     IngestOut,

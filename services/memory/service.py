@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 from judges.generation import GenerateFn
 from plaudit_wire.schemas import Page
 from services.core.context import current_principal
+from services.core.db.tables import utcnow
 from services.core.errors import NotFound
 from services.core.jobs.queues import JobQueue
-from services.core.models import utcnow
 from services.judge.service import prompt_text
 from services.memory import retrieval as rt
 from services.memory.approval import Approvals

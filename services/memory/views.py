@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.core.models import utc_iso
+from services.core.db.tables import utc_iso
 from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRun
 from services.memory.retrieval import Candidate
 from services.memory.schemas import (

@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.ordinal.schemas import (
     AdvantagesRequest,
     AdvantagesResponse,

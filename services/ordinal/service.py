@@ -6,8 +6,8 @@ import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
+from services.core.db.records import ScoredGroupRepository, content_hash
 from services.core.errors import InvalidInput
-from services.core.records import ScoredGroupRepository, content_hash
 from services.ordinal import estimators
 from services.ordinal.levels import check_bin_edges, integer_levels, resolve_k
 from services.ordinal.schemas import (

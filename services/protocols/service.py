@@ -25,8 +25,8 @@ from plaudit_wire.rewards import RewardsGroupRequest
 from plaudit_wire.schemas import Prompt
 from plaudit_wire.text import strip_end_markers
 from plaudit_wire.unicode_check import find_surrogates
+from services.core.db.records import content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.records import content_hash
 from services.protocols.buffer import GroupBuffer, Settle
 from services.protocols.in_flight import GroupsInFlight
 from services.protocols.schemas import (

@@ -16,6 +16,7 @@ from services.diversity.service import DiversityService
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rewards import rescore_route
+from services.rewards.groups import RewardGroups
 from services.rewards.named import NamedSpecs
 from services.rewards.rescore import RESCORE
 from services.rewards.rescore import register as register_rescore
@@ -23,7 +24,6 @@ from services.rewards.router import router as rewards_router
 from services.rewards.run_metrics import RunMetrics
 from services.rewards.service import RewardsService
 from services.rewards.spec_schema import show_spec
-from services.rewards.store import RewardGroups
 
 
 def component() -> Component:

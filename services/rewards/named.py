@@ -20,11 +20,11 @@ from plaudit_wire.names import OWNER_SEPARATOR
 from plaudit_wire.rewards import NamedSpec, SpecSaveRequest
 from services.core.channels import ChannelRegistry
 from services.core.context import Principal, current_principal
+from services.core.db.tables import utc_iso
 from services.core.errors import Forbidden, InvalidInput, NotFound
-from services.core.models import utc_iso
-from services.core.store import ArtifactStore
-from services.core.store_models import ArtifactVersion
-from services.core.store_refs import ArtifactRef, owned_name, parse_ref, split_owned
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.models import ArtifactVersion
+from services.core.store.refs import ArtifactRef, owned_name, parse_ref, split_owned
 from services.rewards.spec import ResolvedSpec, resolve_spec
 
 KIND = "reward_spec"

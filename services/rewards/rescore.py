@@ -20,10 +20,10 @@ from pydantic import Field
 from plaudit_wire.rewards import RewardsGroupRequest
 from plaudit_wire.schemas import StrictModel
 from services.core.context import Principal, principal_var
+from services.core.db.records import ScoredGroupRepository
+from services.core.db.tables import ScoredGroup
 from services.core.errors import PlauditError
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
-from services.core.models import ScoredGroup
-from services.core.records import ScoredGroupRepository
 from services.rewards.service import RewardsService
 
 RESCORE = "runs.rescore"

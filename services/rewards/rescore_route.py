@@ -11,11 +11,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.auth import Caller, caller_with, require_scope
-from services.core.deps import IdempotencyKey, PathId, get_resources, service_of
+from services.core.db.records import ScoredGroupRepository
 from services.core.errors import NotFound
-from services.core.records import ScoredGroupRepository
 from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, PathId, get_resources, service_of
 from services.jobs.deps import accepted
 from services.jobs.schemas import JobOut
 from services.rewards.rescore import RESCORE, RescoreParams, RescoreRequest

@@ -17,8 +17,9 @@ from plaudit_wire.rewards import (
     ValidateResponse,
 )
 from plaudit_wire.schemas import Page, ScoredGroupPage
-from services.core.auth import require_scope
-from services.core.deps import (
+from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import (
     IdempotencyKey,
     PathId,
     PathOwnedRef,
@@ -26,8 +27,7 @@ from services.core.deps import (
     replayable,
     service_of,
 )
-from services.core.paging import Paging
-from services.core.settings import Scope
+from services.core.web.paging import Paging
 from services.rewards.service import RewardsService
 
 router = APIRouter(

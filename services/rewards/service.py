@@ -17,15 +17,15 @@ from plaudit_wire.rewards import (
     ValidateResponse,
 )
 from plaudit_wire.schemas import ScoredGroupPage, completion_ids
-from services.core.access import note
 from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
+from services.core.db.records import content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.core.records import content_hash
+from services.core.web.access import note
 from services.rewards import aggregate
+from services.rewards.groups import RewardGroups
 from services.rewards.named import NamedSpecs, SpecInUse
 from services.rewards.run_metrics import RunMetrics
 from services.rewards.spec import ResolvedSpec, check_spec, resolve_spec
-from services.rewards.store import RewardGroups
 
 log = logging.getLogger(__name__)
 

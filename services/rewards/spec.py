@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from plaudit_wire.rewards import AdvantageName, SpecError
 from services.core.channels import ChannelOptionError, ChannelRegistry, ChannelSpec
+from services.core.db.records import content_hash
 from services.core.errors import InvalidInput
-from services.core.records import content_hash
 
 SPEC_KEYS = ("channels", "advantage")
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.core.app_factory import build_app
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import CoreSettings
+from services.core.web.app_factory import build_app
 from services.judge.app import component as judge_component
 from services.judge.service import JudgeService
 from services.rubrics.channels import rubric_channels

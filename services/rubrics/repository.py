@@ -1,9 +1,9 @@
 """Where rubrics are kept: versions of artifacts of kind ``rubric`` in the one artifact store.
 
-The service sees only :class:`RubricRepository`; :class:`ArtifactRubricRepository` maps it
-onto :class:`~services.core.store.ArtifactStore` (issue 20: one versioned store). A rubric is
-the artifact named by its id (``rb_...``); each rubric version is the artifact version of the
-same number, its content the rubric's content, and its metadata the next free criterion
+The service sees only :class:`RubricRepository`; :class:`ArtifactRubricRepository` maps it onto
+:class:`~services.core.store.artifacts.ArtifactStore` (issue 20: one versioned store). A rubric
+is the artifact named by its id (``rb_...``); each rubric version is the artifact version of
+the same number, its content the rubric's content, and its metadata the next free criterion
 number and the edit's note. The owner is the artifact's owner; a rollback moves the store's
 current pointer and is recorded as the store's event, so ``/v1/artifacts?kind=rubric``,
 ``/v1/artifacts/rb_...@N``, its diff, history, rollback and promotion all work on rubrics.
@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from services.core.context import current_principal
 from services.core.errors import NotFound
-from services.core.store import ArtifactStore
-from services.core.store_models import ArtifactInfo, ArtifactVersion
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.models import ArtifactInfo, ArtifactVersion
 
 #: The artifact kind of a rubric.
 KIND = "rubric"

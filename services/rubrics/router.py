@@ -13,10 +13,10 @@ from fastapi.responses import JSONResponse
 
 from plaudit_wire.names import NO_NUL_PATTERN
 from plaudit_wire.schemas import Page
-from services.core.auth import require_scope
-from services.core.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
-from services.core.paging import Paging
 from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
+from services.core.web.paging import Paging
 from services.rubrics.repository import ListFilter
 from services.rubrics.schemas import (
     ImportResult,
@@ -88,7 +88,7 @@ async def score(
 
 #: ``rb_...`` or ``rb_...@N`` in the path. The schema states the rule (a schema-valid request
 #: with a malformed version was refused: issue 23's positive check); the service checks it
-#: with its own message, as for artifact names (services.core.deps.PathName).
+#: with its own message, as for artifact names (services.core.web.deps.PathName).
 PathRubricRef = Annotated[
     str,
     Path(

@@ -21,10 +21,10 @@ from pydantic import ValidationError
 
 from plaudit_wire.schemas import INT32_MAX, CompletionItem, Page, Prompt
 from plaudit_wire.unicode_check import find_surrogates
-from services.core.envelope import format_loc
+from services.core.db.records import ScoredGroupRepository, content_hash
+from services.core.db.tables import utc_iso
 from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.models import utc_iso
-from services.core.records import ScoredGroupRepository, content_hash
+from services.core.web.envelope import format_loc
 from services.judge.service import prompt_text
 from services.rubrics.adaptive import AdaptiveSink
 from services.rubrics.diff import diff_versions

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from plaudit_wire.schemas import Page, ScoredGroupOut
-from services.core.models import utc_iso
-from services.core.records import ScoredGroupRepository, group_out
+from services.core.db.records import ScoredGroupRepository, group_out
+from services.core.db.tables import utc_iso
 from services.runs.schemas import RunSummary, SpecUse
 
 

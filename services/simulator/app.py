@@ -8,11 +8,11 @@ from fastapi import FastAPI
 
 from judges.backends.base import JudgeBackend
 from judges.backends.settings import resolve_role
-from services.core.app_factory import build_app
 from services.core.components import Component
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import CoreSettings
+from services.core.web.app_factory import build_app
 from services.jobs.app import component as jobs_component
 from services.judge.settings import JudgeSettings
 from services.simulator import jobs

@@ -100,8 +100,8 @@ def calibrate_command(
         return
     from pydantic import ValidationError
 
-    from services.core.embedder import load_embedder
     from services.core.errors import InvalidInput
+    from services.core.models.embedder import load_embedder
     from services.simulator.calibration import CalibrationConfig, calibrate
     from services.simulator.jobs import base_model_dir, uss_dir
 
@@ -133,7 +133,7 @@ def calibrate_command(
     if store:
         import asyncio
 
-        from services.core.local_store import put_locally
+        from services.core.store.local import put_locally
         from services.simulator.service import KIND, headline
 
         version = asyncio.run(
@@ -175,8 +175,8 @@ def evaluate_command(
     """Realism of simulated user turns against real ones, per domain, on any USS-format file."""
     import torch
 
-    from services.core.embedder import load_embedder
     from services.core.errors import InvalidInput
+    from services.core.models.embedder import load_embedder
     from services.simulator import data as uss
     from services.simulator.acts import ActModel
     from services.simulator.calibration import CalibrationConfig, measure

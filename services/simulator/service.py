@@ -25,12 +25,12 @@ from typing import Any
 
 from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend
 from judges.backends.settings import resolve_role
-from services.core.embedder import BatchedEmbedder
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound
+from services.core.models.embedder import BatchedEmbedder
 from services.core.settings import CoreSettings
-from services.core.store import ArtifactStore
-from services.core.store_models import ArtifactVersion, VersionInfo
-from services.core.store_refs import parse_ref
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.models import ArtifactVersion, VersionInfo
+from services.core.store.refs import parse_ref
 from services.judge.settings import JudgeSettings
 from services.simulator.acts import ActModel, Acts, Context, context_texts
 from services.simulator.acts import features as act_features

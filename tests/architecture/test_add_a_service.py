@@ -16,11 +16,11 @@ import httpx
 import pytest
 
 from services.app import components
-from services.core.app_factory import build_app
 from services.core.components import settings_sections
-from services.core.models import Base
+from services.core.db.tables import Base
 from services.core.settings import compose_settings
 from services.core.settings_check import settings_variables
+from services.core.web.app_factory import build_app
 from tests.jobs.conftest import finished, wait_until
 from tests.judge_service.scripted import ScriptedBackend
 
@@ -39,7 +39,7 @@ MODELS = """
 from sqlalchemy import Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from services.core.models import Base
+from services.core.db.tables import Base
 
 
 class EchoNote(Base):
@@ -57,7 +57,7 @@ from sqlalchemy import select
 
 from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
 from services.core.components import Component
-from services.core.deps import get_resources
+from services.core.web.deps import get_resources
 from services.core.jobs.context import JobContext
 from services.core.resources import Resources
 from services.jobs.deps import JobCaller, accepted

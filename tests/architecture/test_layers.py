@@ -106,6 +106,45 @@ def test_the_cycle_search_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})[0] == ["a", "b", "c", "a"]
 
 
+#: The rooms of the shared core (issue 20) and the rooms each may import: the web kit stands
+#: on the others, the store and the jobs on the database, and the database and the model seam
+#: on none. Plain modules at ``services/core/`` (errors, settings, metrics, the composition
+#: root) are the hall every room may use.
+CORE_ROOMS = {
+    "web": {"db", "store", "jobs", "models"},
+    "store": {"db"},
+    "jobs": {"db"},
+    "db": set(),
+    "models": set(),
+}
+
+
+def core_room_graph() -> dict[str, set[str]]:
+    """Room of ``services/core`` -> the other rooms its modules import."""
+    graph: dict[str, set[str]] = {room: set() for room in CORE_ROOMS}
+    for path in (SERVICES / "core").rglob("*.py"):
+        parts = path.relative_to(SERVICES / "core").parts
+        if len(parts) < 2:
+            continue
+        for _, module in imports(path):
+            named = module.split(".")
+            if named[:2] == ["services", "core"] and len(named) > 2 and named[2] in CORE_ROOMS:
+                if named[2] != parts[0]:
+                    graph[parts[0]].add(named[2])
+    return graph
+
+
+def test_the_core_rooms_import_each_other_one_way() -> None:
+    graph = core_room_graph()
+    assert set(graph) == {p.name for p in (SERVICES / "core").iterdir() if p.is_dir()} - {
+        "__pycache__"
+    }
+    assert {room: needs - CORE_ROOMS[room] for room, needs in graph.items()} == {
+        room: set() for room in CORE_ROOMS
+    }
+    assert cycles(graph) == []
+
+
 def test_the_wire_package_needs_only_pydantic_and_the_standard_library() -> None:
     # plaudit_wire is what server and client share (issue 20): it must install with the light
     # client and import nothing of either side.

@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from services.core.models import utcnow
+from services.core.db.tables import utcnow
 from services.memory.models import MemoryRevision
 from services.memory.repository import new_id
 from tests.jobs.conftest import IDLE_JUDGE

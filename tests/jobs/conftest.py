@@ -25,9 +25,9 @@ import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from services.core.auth import key_owner
 from services.core.jobs.settings import JobsSettings
 from services.core.settings import Scope
+from services.core.web.auth import key_owner
 from services.judge.app import create_app
 from services.settings import Settings
 from tests.conftest import REDIS_URL, require_services

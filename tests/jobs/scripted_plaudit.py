@@ -50,7 +50,7 @@ def main() -> None:
         os.environ.get("PLAUDIT_TEST_CALL_LOG"),
         float(os.environ.get("PLAUDIT_TEST_MODEL_DELAY_S", "0")),
     )
-    import services.core.model_layer as model_layer
+    import services.core.models.layer as model_layer
 
     def scripted(*args: Any, **kwargs: Any) -> LoggingSynthBackend:
         return backend

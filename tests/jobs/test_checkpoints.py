@@ -30,11 +30,11 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from services.app import create_app
-from services.core import db
+from services.core.db import engine as db
+from services.core.db.tables import Job, RubricInstanceRecord
 from services.core.jobs.settings import JobsSettings
 from services.core.jobs.store import JobStore
-from services.core.models import Job, RubricInstanceRecord
-from services.core.store import ArtifactStore
+from services.core.store.artifacts import ArtifactStore
 from services.settings import Settings
 from tests.conftest import require_services
 from tests.jobs.conftest import ALICE, FAST_JOBS, FENCE_SECRET, KEYS, jobs_env

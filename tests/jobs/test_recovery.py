@@ -18,9 +18,9 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from services.core import db
+from services.core.db import engine as db
+from services.core.db.tables import Job, utcnow
 from services.core.jobs.store import JobStore
-from services.core.models import Job, utcnow
 from tests.jobs.conftest import (
     ALICE,
     IDLE_JUDGE,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from services.core import db
+from services.core.db import engine as db
 from services.core.jobs.context import JobContext, JobRegistry
 from services.core.jobs.runner import JobRunner
 from services.core.jobs.settings import JobsSettings

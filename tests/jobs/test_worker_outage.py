@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from services.core import db
+from services.core.db import engine as db
+from services.core.db.tables import Job
 from services.core.jobs.store import JobStore
-from services.core.models import Job
 from services.settings import Settings
 from tests.jobs.conftest import ALICE, IDLE_JUDGE, jobs_env, process, started, with_jobs
 from tests.judge_service.scripted import ScriptedBackend

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from judges.backends.scripted import ScriptedBackend
 from services.app import components, create_app
-from services.core.app_factory import build_app
+from services.core.web.app_factory import build_app
 from services.jobs.worker import job_components
 from services.settings import Settings
+from tests.judges.scripted_backend import ScriptedBackend
 
 
 async def _registered(app_factory: object, settings: Settings) -> set[str]:

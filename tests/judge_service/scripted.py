@@ -1,4 +1,4 @@
-"""The scripted judge of the service tests: judges.backends.scripted with a fixed script.
+"""The scripted judge of the service tests: tests.judges.scripted_backend with a fixed script.
 
 It prefers the response containing "GOOD", can favour the first slot, and fails on purpose
 for prompts containing "FAIL" (error), "SLOW" (timeout) or "TOOLONG" (invalid), or
@@ -14,8 +14,8 @@ import math
 import re
 
 from judges.backends.base import ChoiceRequest, GenerateRequest
-from judges.backends.scripted import ScriptedBackend as LibraryScriptedBackend
-from judges.backends.scripted import ScriptedFailure
+from tests.judges.scripted_backend import ScriptedBackend as LibraryScriptedBackend
+from tests.judges.scripted_backend import ScriptedFailure
 
 # Both fence styles: <response_a> (version 1 templates) and <<response_a CODE>> (version 2).
 _SLOT = re.compile(

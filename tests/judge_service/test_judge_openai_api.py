@@ -19,7 +19,7 @@ from judges.backends.convert import resolve_model_dir
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.backends.sequence_scoring import ChatTokenizer
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.judges.openai_standin import MODEL, Run, StandIn, stand_in_server
 

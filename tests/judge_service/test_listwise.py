@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from judges.backends.base import GeneratedText, GenerateRequest, GenerateResult
 from judges.templates import load_template
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.judge import listwise
 from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend

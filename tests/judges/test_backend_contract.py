@@ -16,7 +16,7 @@ from judges.backends.base import (
     validate_choice,
     validate_generate,
 )
-from judges.backends.scripted import ScriptedBackend
+from tests.judges.scripted_backend import ScriptedBackend
 
 
 def test_from_logprobs_normalizes_over_candidates() -> None:

@@ -20,7 +20,6 @@ from judges.backends.base import (
     user,
     validate_generate,
 )
-from judges.backends.scripted import ScriptedBackend, ScriptedFailure
 from judges.generation import (
     GenerationRequest,
     Sampling,
@@ -31,6 +30,7 @@ from judges.generation import (
 )
 from services.core.cache import MemoryCache
 from services.judge.cached import CachedJudge
+from tests.judges.scripted_backend import ScriptedBackend, ScriptedFailure
 
 
 class Verdict(BaseModel):

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from judges.backends.base import GenerateRequest, JudgeBackend, user
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.judges.openai_standin import MODEL, StandIn, stand_in_server
 

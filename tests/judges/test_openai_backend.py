@@ -32,7 +32,7 @@ from judges.backends.openai_backend import (
 from judges.generation import GenerationRequest, Sampling, generate
 from judges.limits import InProcessLimiter, LimiterUnavailable, RedisLimiter
 from plaudit_wire.retry import Backoff
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.settings import Settings
 from tests.judges.openai_standin import MODEL, RETRY_AFTER_S, Run, StandIn, stand_in_server
 

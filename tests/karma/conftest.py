@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.core.settings import Scope
 from services.karma.settings import KarmaSettings
 from services.settings import Settings

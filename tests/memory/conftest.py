@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.memory.service import MemoryService
 from services.settings import Settings
 from tests.conftest import _truncate

@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import update
 
-from services.core.models import utcnow
+from services.core.db.tables import utcnow
 from services.memory.models import MemoryRevision
 from services.settings import Settings
 from tests.conftest import assert_envelope

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from services.core.auth import check_bind_allowed
 from services.core.errors import InvalidInput
 from services.core.settings_check import known_variables
+from services.core.web.auth import check_bind_allowed
 from services.judge.app import check_fence_secret
 from services.settings import Settings
 

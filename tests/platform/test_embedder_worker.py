@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.core.embedder import BatchedEmbedder, Embedder
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.metrics import Metrics
+from services.core.models.embedder import BatchedEmbedder, Embedder
 
 TEXTS = [
     "The cat sat on the mat.",

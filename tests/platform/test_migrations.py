@@ -20,9 +20,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import make_url
 
-from services.core import db
-from services.core.models import Base
-from services.core.store import ArtifactStore
+from services.core.db import engine as db
+from services.core.db.tables import Base
+from services.core.store.artifacts import ArtifactStore
 from services.rubrics.repository import ArtifactRubricRepository, ListFilter
 from tests.conftest import PG_MIGRATIONS_URL, require_services
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from services.core.auth import check_startup
 from services.core.settings_check import known_variables, unknown_variables
+from services.core.web.auth import check_startup
 from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

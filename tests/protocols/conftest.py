@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 

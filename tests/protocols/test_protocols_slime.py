@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.embedder import Embedder
 from services.core.errors import InvalidInput
+from services.core.models.embedder import Embedder
 from services.core.settings import Scope
 from services.settings import Settings
 from tests.conftest import assert_envelope

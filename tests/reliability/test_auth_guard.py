@@ -11,8 +11,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.core.embedder import Embedder
 from services.core.errors import InvalidInput
+from services.core.models.embedder import Embedder
 from services.core.reliability_settings import SecuritySettings
 from services.settings import Settings
 from tests import conftest as shared
@@ -140,7 +140,7 @@ async def test_the_app_itself_refuses_an_open_non_loopback_host(
 async def test_short_keys_draw_a_warning_at_start(
     embedded_settings: Settings, embedder: Embedder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="services.core.auth"):
+    with caplog.at_level(logging.WARNING, logger="services.core.web.auth"):
         await _start(embedded_settings.model_copy(update={"api_keys": KEYS}), embedder)
     assert "1 API key(s) are shorter than 16" in caplog.text
     assert SHORT_KEY not in caplog.text.replace("16 characters", "")

@@ -24,7 +24,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.python import asgi
 
 from services.app import create_app
-from services.core.embedder import load_embedder
+from services.core.models.embedder import load_embedder
 from services.settings import Settings
 from tests.judge_service.scripted import ScriptedBackend
 

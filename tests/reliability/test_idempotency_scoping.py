@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
-from services.core.models import IdempotencyRecord
+from services.core.db.tables import IdempotencyRecord
 from tests.conftest import assert_envelope
 from tests.reliability.test_idempotency_concurrent import ROUTES
 

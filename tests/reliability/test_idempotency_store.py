@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.core import db
+from services.core.db import engine as db
+from services.core.db.records import ScoredGroupRepository, content_hash
+from services.core.db.tables import IdempotencyRecord, ScoredGroup
 from services.core.errors import BackendUnavailable, Conflict, RequestInProgress
-from services.core.idempotency import IdempotencyStore, ReplayKey
-from services.core.models import IdempotencyRecord, ScoredGroup
-from services.core.records import ScoredGroupRepository, content_hash
 from services.core.reliability_settings import IdempotencySettings
+from services.core.web.idempotency import IdempotencyStore, ReplayKey
 from services.settings import Settings
 
 KEY = ReplayKey("step-1", principal="abc")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

@@ -25,8 +25,8 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
-from services.core.embedder import Embedder
 from services.core.errors import CacheUnavailable
+from services.core.models.embedder import Embedder
 from services.core.outages import as_outage
 from services.settings import Settings
 from tests import conftest as shared

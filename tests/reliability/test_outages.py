@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
 from judges.backends.base import ChoiceRequest, ChoiceResult
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests import conftest as shared
 from tests.conftest import assert_envelope

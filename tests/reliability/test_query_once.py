@@ -12,9 +12,9 @@ import pytest
 from fastapi import Depends, FastAPI, Query
 
 from services.app import create_app
-from services.core.embedder import Embedder
-from services.core.envelope import install_error_handlers
-from services.core.query_once import query_once
+from services.core.models.embedder import Embedder
+from services.core.web.envelope import install_error_handlers
+from services.core.web.query_once import query_once
 from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from plaudit_wire.names import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.core.reliability_settings import LimitsSettings
 from services.settings import Settings
 from tests.conftest import assert_envelope

@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.rewards.rescore import advantage_signs, average_ranks, compare, rank_correlation
 from services.settings import Settings
 from tests.conftest import assert_envelope

@@ -9,8 +9,8 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.auth import key_owner
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
+from services.core.web.auth import key_owner
 from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.judge_service.scripted import ScriptedBackend

@@ -1,4 +1,4 @@
-"""A scripted rubric judge over judges.backends.scripted, for plumbing and aggregation tests.
+"""A scripted rubric judge over tests.judges.scripted_backend, for plumbing and aggregation tests.
 
 Per criterion (the ``rubric_criterion`` prompts): P(yes) is 0.9 when the criterion's last
 word appears in the response, else 0.1. Implicit grades: 8 for a response containing "GOOD",
@@ -15,7 +15,7 @@ import math
 import re
 
 from judges.backends.base import ChoiceRequest, GenerateRequest
-from judges.backends.scripted import ScriptedBackend, ScriptedFailure
+from tests.judges.scripted_backend import ScriptedBackend, ScriptedFailure
 
 _BLOCK = r"<{tag}>\n(.*?)\n</{tag}>"
 # The @2 templates' fences carry the request's boundary code: <<tag CODE>> ... <</tag CODE>>.

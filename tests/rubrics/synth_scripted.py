@@ -62,7 +62,7 @@ class ExtractiveRealJudge:
 
     def __init__(self, inner: Any = None) -> None:
         if inner is None:
-            from services.core.model_layer import model_backend
+            from services.core.models.layer import model_backend
             from services.settings import Settings
 
             settings = Settings()

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.rubrics.conftest import ADMIN_KEY, BOIL, OTHER_KEY, REWARD_KEY, create

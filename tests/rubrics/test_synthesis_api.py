@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.rubrics.synthesis import corpus
 from services.rubrics.synthesis.schemas import SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from services.app import create_app
 from services.cli import app as cli
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.rubrics import cli as rubrics_cli
 from services.settings import Settings
 from tests.rubrics.synth_docs import DOCS

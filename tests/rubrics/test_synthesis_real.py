@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.rubrics.synthesis.generator import CANDIDATE_SCHEMA
 from services.rubrics.synthesis.schemas import STAGES, SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService

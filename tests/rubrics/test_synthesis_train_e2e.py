@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from services.app import create_app
 from services.cli import app as cli
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.rubrics.synthesis import corpus
 from services.settings import Settings
 from tests.jobs.conftest import finished, wait_until

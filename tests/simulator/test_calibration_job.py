@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.conftest import assert_envelope
 from tests.shared_data import reason, shared_copy

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from services.core import db
-from services.core import store as store_module
-from services.core.store import ArtifactStore
+from services.core.db import engine as db
+from services.core.store import artifacts as store_module
+from services.core.store.artifacts import ArtifactStore
 from services.settings import Settings
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from services.core import store_files, store_rows
 from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.store import ArtifactStore
+from services.core.store import files as store_files
+from services.core.store import rows as store_rows
+from services.core.store.artifacts import ArtifactStore
 
 
 def model_dir(root: Path, tag: str) -> Path:

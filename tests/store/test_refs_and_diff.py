@@ -7,9 +7,9 @@ from pydantic import BaseModel, ValidationError
 
 from plaudit_wire.names import ArtifactRefStr
 from services.core.errors import InvalidInput
-from services.core.store import json_hash
-from services.core.store_diff import diff_json, render_path
-from services.core.store_refs import ArtifactRef, check_kind, check_name, parse_ref
+from services.core.store.artifacts import json_hash
+from services.core.store.diff import diff_json, render_path
+from services.core.store.refs import ArtifactRef, check_kind, check_name, parse_ref
 
 
 def test_references_parse_and_print() -> None:

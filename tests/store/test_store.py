@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.store import ArtifactStore
+from services.core.store.artifacts import ArtifactStore
 
 SPEC = {"channels": {"judge_scale": {"weight": 1.0}}}
 

@@ -8,10 +8,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.core.auth import key_owner
-from services.core.store import ArtifactStore
+from services.artifacts.app import create_app
+from services.core.store.artifacts import ArtifactStore
+from services.core.web.auth import key_owner
 from services.settings import Settings
-from services.store.app import create_app
 from tests.conftest import assert_envelope
 
 ADMIN = {"Authorization": "Bearer ops-key"}

@@ -9,9 +9,9 @@ import pytest
 
 from plaudit_wire.names import ID_PATTERN
 from plaudit_wire.unicode_check import find_surrogates
-from services.core.envelope import format_loc
-from services.core.openapi_errors import document_errors
-from services.core.validation_messages import body_message, plain_message
+from services.core.web.envelope import format_loc
+from services.core.web.openapi_errors import document_errors
+from services.core.web.validation_messages import body_message, plain_message
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from judges.backends.base import ChoiceRequest, GenerateRequest, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.limits import RedisLimiter
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.conftest import REDIS_URL, require_services
 

@@ -20,7 +20,7 @@ from judges.backends.base import system, user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.generation import GenerationRequest, Sampling, generate
 from services.app import create_app
-from services.core.embedder import Embedder
+from services.core.models.embedder import Embedder
 from services.settings import Settings
 
 URL = os.environ.get("PLAUDIT_TEST_VLLM_URL")

@@ -19,13 +19,13 @@ from arq.constants import in_progress_key_prefix, job_key_prefix
 from arq.worker import Worker, func
 from redis.exceptions import RedisError
 
+from services.core.db.tables import Job
 from services.core.errors import BackendUnavailable
 from services.core.jobs.context import JobRegistry
 from services.core.jobs.runner import JobRunner
 from services.core.jobs.settings import JobsSettings
 from services.core.jobs.store import JobStore
 from services.core.jobs.sweeper import Sweeper
-from services.core.models import Job
 
 log = logging.getLogger(__name__)
 

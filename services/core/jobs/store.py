@@ -17,7 +17,7 @@ from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.sql import Update
 
-from services.core.models import Job, utcnow
+from services.core.db.tables import Job, utcnow
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FinalState = Literal["succeeded", "failed", "cancelled"]

@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from services.core.db.tables import Job, as_utc, utcnow
 from services.core.jobs.runner import is_own_worker
 from services.core.jobs.settings import JobsSettings
 from services.core.jobs.store import JobStore
-from services.core.models import Job, as_utc, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from judges.backends.settings import resolve_role
 from services.core.components import Component
-from services.core.model_layer import model_backend
+from services.core.models.layer import model_backend
 from services.core.resources import Resources
 from services.datasets.store import locate
 from services.judge.app import component as judge_component

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from services.core.context import current_principal
-from services.core.models import RubricInstanceRecord, utc_iso, utcnow
+from services.core.db.tables import RubricInstanceRecord, utc_iso, utcnow
 from services.rubrics.synthesis.schemas import InstanceOut, InstanceStatus
 
 

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from plaudit_wire.schemas import Page
-from services.core.auth import Caller, caller_with, require_scope
-from services.core.deps import IdempotencyKey, service_of
-from services.core.paging import Paging
 from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, service_of
+from services.core.web.paging import Paging
 from services.jobs.deps import accepted
 from services.jobs.schemas import JobOut
 from services.rubrics.synthesis import export

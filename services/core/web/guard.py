@@ -18,12 +18,12 @@ from fastapi import HTTPException
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.core.auth import refuse_caller, refuse_open_server
-from services.core.envelope import error_response
 from services.core.errors import DeadlineExceeded, PayloadTooLarge, PlauditError
-from services.core.limits import reset_limits, use_limits
 from services.core.metrics import Metrics
 from services.core.settings import CoreSettings
+from services.core.web.auth import refuse_caller, refuse_open_server
+from services.core.web.envelope import error_response
+from services.core.web.limits import reset_limits, use_limits
 
 log = logging.getLogger(__name__)
 

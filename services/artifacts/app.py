@@ -1,4 +1,4 @@
-"""The artifacts admin API on its own: ``uvicorn --factory services.store.app:create_app``."""
+"""The artifacts admin API on its own: ``uvicorn --factory services.artifacts.app:create_app``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from services.core.app_factory import build_app
+from services.artifacts.router import router
+from services.artifacts.service import ArtifactAdminService
 from services.core.components import Component
 from services.core.resources import Resources
 from services.core.settings import CoreSettings
-from services.store.router import router
-from services.store.service import ArtifactAdminService
+from services.core.web.app_factory import build_app
 
 
 def component() -> Component:

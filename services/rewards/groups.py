@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plaudit_wire.schemas import ScoredGroupPage
-from services.core.records import ScoredGroupRepository, group_out
+from services.core.db.records import ScoredGroupRepository, group_out
 
 SERVICE = "rewards"
 

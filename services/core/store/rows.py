@@ -8,16 +8,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from services.core import store_files
-from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.models import (
+from services.core.db.tables import (
     Artifact,
     ArtifactEventRecord,
     ArtifactVersionRecord,
     as_utc,
     utcnow,
 )
-from services.core.store_models import (
+from services.core.errors import Conflict, InvalidInput, NotFound
+from services.core.store import files as store_files
+from services.core.store.models import (
     ArtifactEvent,
     ArtifactInfo,
     ArtifactVersion,
@@ -97,7 +97,7 @@ def payload_hash(version: VersionInfo | None) -> str | None:
     return None if version is None or version.payload is None else version.payload.sha256
 
 
-aware = as_utc  # the store's name for the one helper (services.core.models.as_utc)
+aware = as_utc  # the store's name for the one helper (services.core.db.tables.as_utc)
 
 
 def info_out(row: Artifact) -> ArtifactInfo:

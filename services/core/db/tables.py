@@ -96,7 +96,7 @@ class IdempotencyRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-# --- Versioned artifact store (services/core/store.py) ------------------------------------
+# --- Versioned artifact store (services/core/store/artifacts.py) ----------------------------
 # Index names are explicit, so the migration (0003) and these tables compare equal everywhere.
 # Versions and events name their artifact without a foreign key: the store always writes the
 # artifact row first, in the same transaction, and never deletes anything.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from plaudit_wire.schemas import StoredModel
-from services.core.store_models import (
+from services.core.store.models import (
     ArtifactEvent,
     ArtifactInfo,
     ArtifactVersion,

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from plaudit_wire.schemas import ScoredGroupOut
 from services.core.context import current_principal
-from services.core.models import ScoredGroup, utc_iso
+from services.core.db.tables import ScoredGroup, utc_iso
 from services.core.outages import reading, transaction
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.core.access import close_note, open_note
 from services.core.context import REQUEST_ID_HEADER, clean_request_id, request_id_var
-from services.core.envelope import error_body
 from services.core.metrics import Metrics
+from services.core.web.access import close_note, open_note
+from services.core.web.envelope import error_body
 
 log = logging.getLogger(__name__)
 

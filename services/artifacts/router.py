@@ -7,11 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from plaudit_wire.names import KIND_PATTERN
-from services.core.auth import principal_of, require_scope
-from services.core.deps import PathName, PathRef, service_of
-from services.core.paging import Paging
-from services.core.settings import Scope
-from services.store.schemas import (
+from services.artifacts.schemas import (
     ArtifactDetail,
     ArtifactPage,
     ArtifactVersion,
@@ -21,7 +17,11 @@ from services.store.schemas import (
     VersionDiff,
     VersionPage,
 )
-from services.store.service import ArtifactAdminService
+from services.artifacts.service import ArtifactAdminService
+from services.core.settings import Scope
+from services.core.web.auth import principal_of, require_scope
+from services.core.web.deps import PathName, PathRef, service_of
+from services.core.web.paging import Paging
 
 router = APIRouter(
     prefix="/v1/artifacts",

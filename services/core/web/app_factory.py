@@ -10,22 +10,22 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 import services
-from services.core import health
-from services.core.auth import check_startup
 from services.core.cache import Cache
 from services.core.components import Component
-from services.core.deps import valid_unicode_body
-from services.core.embedder import Embedder
-from services.core.envelope import install_error_handlers
-from services.core.guard import GuardMiddleware
 from services.core.jobs.context import JobRegistry
-from services.core.limits import show_limits
 from services.core.metrics import Metrics
-from services.core.middleware import RequestContextMiddleware
-from services.core.openapi_errors import document_errors
-from services.core.pages import mount_pages
+from services.core.models.embedder import Embedder
 from services.core.resources import Resources, open_resources
 from services.core.settings import CoreSettings, Section, compose_settings
+from services.core.web import health
+from services.core.web.auth import check_startup
+from services.core.web.deps import valid_unicode_body
+from services.core.web.envelope import install_error_handlers
+from services.core.web.guard import GuardMiddleware
+from services.core.web.limits import show_limits
+from services.core.web.middleware import RequestContextMiddleware
+from services.core.web.openapi_errors import document_errors
+from services.core.web.pages import mount_pages
 
 log = logging.getLogger(__name__)
 OpenApiHook = Callable[[dict[str, Any], Resources], None]

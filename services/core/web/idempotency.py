@@ -29,11 +29,11 @@ from sqlalchemy import CursorResult, delete, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from services.core.db.records import buffered_writes, content_hash
+from services.core.db.tables import IdempotencyRecord, ScoredGroup
 from services.core.errors import BackendUnavailable, Conflict, RequestInProgress
 from services.core.metrics import Metrics
-from services.core.models import IdempotencyRecord, ScoredGroup
 from services.core.outages import reading, transaction
-from services.core.records import buffered_writes, content_hash
 from services.core.reliability_settings import IdempotencySettings
 
 log = logging.getLogger(__name__)

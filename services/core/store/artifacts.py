@@ -31,12 +31,12 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from plaudit_wire.names import OWNER_SEPARATOR
-from services.core import store_files
-from services.core import store_rows as rows
+from services.core.db.tables import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
 from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.models import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
-from services.core.store_diff import diff_json
-from services.core.store_models import (
+from services.core.store import files as store_files
+from services.core.store import rows
+from services.core.store.diff import diff_json
+from services.core.store.models import (
     ArtifactEvent,
     ArtifactInfo,
     ArtifactVersion,
@@ -45,7 +45,7 @@ from services.core.store_models import (
     VersionDiff,
     VersionInfo,
 )
-from services.core.store_refs import ArtifactRef, check_kind, check_stored_name, parse_ref
+from services.core.store.refs import ArtifactRef, check_kind, check_stored_name, parse_ref
 
 #: Compare-and-set attempts before a writer gives up (each loses only to a writer that won).
 MAX_ATTEMPTS = 100

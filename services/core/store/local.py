@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.core.store_models import ArtifactVersion
+from services.core.store.models import ArtifactVersion
 
 
 async def put_locally(
@@ -22,9 +22,9 @@ async def put_locally(
 ) -> ArtifactVersion:
     """A new version of ``name`` (current at once when it is the name's first, or when
     ``make_current``), migrating the database first when the settings allow it."""
-    from services.core import db
+    from services.core.db import engine as db
     from services.core.settings import CoreSettings
-    from services.core.store import ArtifactStore
+    from services.core.store.artifacts import ArtifactStore
 
     settings = CoreSettings()  # only the shared fields are read here
     url = settings.resolved_database_url

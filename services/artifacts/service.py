@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from services.core.store import ArtifactStore
-from services.core.store_refs import check_name, parse_ref
-from services.store.schemas import (
+from services.artifacts.schemas import (
     ArtifactDetail,
     ArtifactPage,
     ArtifactVersion,
@@ -14,6 +12,8 @@ from services.store.schemas import (
     VersionDiff,
     VersionPage,
 )
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.refs import check_name, parse_ref
 
 
 class ArtifactAdminService:

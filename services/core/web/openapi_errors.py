@@ -1,7 +1,7 @@
 """The error answers every route can give, written into the OpenAPI schema (issue 9).
 
 FastAPI documents only 422, with its own ``HTTPValidationError`` body; Plaudit answers every
-error with the envelope (:mod:`services.core.envelope`), and a route may also answer 401/403
+error with the envelope (:mod:`services.core.web.envelope`), and a route may also answer 401/403
 (keys), 404, 409 (Idempotency-Key, version and state conflicts), 413 (body limit), 429
 (backpressure), 503 (a model, the database or Redis is down) and 504 (the request deadline).
 Routes that take a body may also answer 400 (a body that cannot be read as text).

@@ -13,11 +13,11 @@ from pydantic import BaseModel
 from plaudit_wire.names import MAX_REF_LENGTH, NAME_REGEX, OWNED_REF_REGEX, REF_REGEX
 from plaudit_wire.schemas import ID_PATTERN
 from plaudit_wire.unicode_check import surrogate_errors
-from services.core.auth import principal_of
 from services.core.errors import BackendUnavailable
-from services.core.idempotency import ReplayKey
-from services.core.query_once import query_once
 from services.core.resources import Resources
+from services.core.web.auth import principal_of
+from services.core.web.idempotency import ReplayKey
+from services.core.web.query_once import query_once
 
 T = TypeVar("T")
 
@@ -104,7 +104,7 @@ async def replayable(
     """Run ``score`` once per Idempotency-Key; a retry with the same body gets the stored answer.
 
     Concurrent duplicates wait for the first request and replay its answer (see
-    :mod:`services.core.idempotency`).
+    :mod:`services.core.web.idempotency`).
 
     The answer is returned as JSON directly: it was built by the service, not parsed, so it is
     not validated a second time on the way out.

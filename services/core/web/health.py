@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from services.core.auth import scope_dependency
 from services.core.errors import BackendUnavailable
 from services.core.settings import CoreSettings, Scope
+from services.core.web.auth import scope_dependency
 
 router = APIRouter()
 

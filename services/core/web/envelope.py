@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from services.core.context import request_id_var
 from services.core.errors import PlauditError
 from services.core.outages import as_outage
-from services.core.validation_messages import (
+from services.core.web.validation_messages import (
     MAX_LISTED,
     body_message,
     is_branch_tag,

@@ -1,0 +1,1 @@
+"""The database: engine, sessions and migrations, the shared ORM tables and their repositories."""

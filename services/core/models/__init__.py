@@ -1,0 +1,1 @@
+"""The model layer's seam for services, and the sentence embedder."""

@@ -1,0 +1,1 @@
+"""The versioned artifact store: named artifacts with immutable versions and a current pointer."""

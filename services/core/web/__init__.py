@@ -1,0 +1,1 @@
+"""The HTTP kit every app shares: app factory, auth, errors as answers, paging, guards, pages."""

@@ -1,1 +1,0 @@
-"""The admin API of the versioned artifact store (services/core/store.py)."""
