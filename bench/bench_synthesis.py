@@ -6,7 +6,7 @@ Three measurements, each printing one JSON object (and writing it under ``--out`
   'plaudit[wiki]'``) with the embedded generator (SmolLM2-135M through the local backend,
   constrained decoding): retention per stage and overall, criteria per instance, pitfall
   share, documents per minute. ``--generator extractive`` uses the deterministic generator of
-  the tests instead (tests/rubrics/synth_scripted.py) to give the later stages candidates.
+  the tests instead (tests/services/rubrics/synth_scripted.py) to give the later stages candidates.
 - ``discrimination``: on the candidates that reach stage 5's discrimination test, how often the
   reference answer's rubric reward beats the same-domain distractor's, per scoring mode
   (``logprob``, ``generate``, ``implicit``), with the real SmolLM2 judge.
@@ -70,7 +70,7 @@ async def app_services(generator: str) -> AsyncIterator[Any]:
 
     extra: dict[str, Any] = {}
     if generator == "extractive":
-        from tests.rubrics.synth_scripted import ExtractiveRealJudge
+        from tests.services.rubrics.synth_scripted import ExtractiveRealJudge
 
         extra["judge_backend"] = ExtractiveRealJudge()
     with tempfile.TemporaryDirectory(prefix="plaudit-bench-synth-") as data:

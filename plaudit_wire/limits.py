@@ -60,7 +60,7 @@ def active_limits() -> TextLimits | None:
 def _check_text(value: str) -> str:
     # Characters are code points, as JSON Schema's maxLength counts them: a character outside
     # the BMP is one, sent raw or as a JSON surrogate-pair escape (issue 23; the schema and
-    # the server agree: tests/reliability/test_schema_agrees.py).
+    # the server agree: tests/services/core/web/test_schema_agrees.py).
     limits = active_limits()
     if limits is not None and len(value) > limits.max_text_chars:
         raise ValueError(

@@ -171,7 +171,7 @@ def embedded_settings(tmp_path: Path, migrated_sqlite: Path) -> Settings:
     """The zero-configuration default: SQLite in a fresh data dir, in-process cache and jobs.
 
     The data dir starts with a copy of a database at head, so the start-up migration finds
-    nothing to do (tests/platform/test_migrations.py migrates fresh files itself)."""
+    nothing to do (tests/migrations/test_migrations.py migrates fresh files itself)."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     shutil.copyfile(migrated_sqlite, data_dir / "plaudit.db")

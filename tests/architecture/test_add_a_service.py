@@ -21,8 +21,8 @@ from services.core.db.tables import Base
 from services.core.settings import compose_settings
 from services.core.settings_check import settings_variables
 from services.core.web.app_factory import build_app
-from tests.jobs.conftest import finished, wait_until
-from tests.judge_service.scripted import ScriptedBackend
+from tests.services.core.jobs.conftest import finished, wait_until
+from tests.services.judge.scripted import ScriptedBackend
 
 SETTINGS = """
 from typing import ClassVar

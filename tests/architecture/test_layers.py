@@ -128,9 +128,9 @@ def core_room_graph() -> dict[str, set[str]]:
             continue
         for _, module in imports(path):
             named = module.split(".")
-            if named[:2] == ["services", "core"] and len(named) > 2 and named[2] in CORE_ROOMS:
-                if named[2] != parts[0]:
-                    graph[parts[0]].add(named[2])
+            inside_core = named[:2] == ["services", "core"] and len(named) > 2
+            if inside_core and named[2] in CORE_ROOMS and named[2] != parts[0]:
+                graph[parts[0]].add(named[2])
     return graph
 
 

@@ -1,7 +1,7 @@
 """The model worker's own contract, on plain functions as the "model".
 
 These prove the bookkeeping (merging, kinds, failure isolation, lifecycle); the real-model
-tests (MiniLM in tests/platform/test_embedder_worker.py, SmolLM2 in
+tests (MiniLM in tests/services/core/models/test_embedder_worker.py, SmolLM2 in
 tests/judges/test_local_merging.py) prove the same on real forward passes.
 """
 

@@ -1,0 +1,61 @@
+"""The judge cache's keys and stored results (services/judge/cached.py).
+
+Keys are shared by every replica on one Redis, and by a new release with an old one during a
+rolling update: a change in how they are computed would silently empty the cache, so the key
+is pinned to the text ``dataclasses.asdict`` gave before the shallow encoding (issue 19)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from judges.backends.base import (
+    ChoiceRequest,
+    ChoiceResult,
+    GeneratedText,
+    GenerateRequest,
+    GenerateResult,
+)
+from services.core.cache import MemoryCache
+from services.judge.cached import CachedJudge, _decode, _encode
+from tests.services.judge.scripted import ScriptedBackend
+
+MESSAGES = [
+    {"role": "system", "content": "You judge replies."},
+    {"role": "user", "content": "Which is better? <<response_a 7f>> 4 <<response_b 7f>> 5"},
+]
+
+
+def _asdict_key(judge: CachedJudge, op: str, request: object) -> str:
+    info = judge.backend.info
+    payload = {
+        "backend": info.name,
+        "model": info.model_id,
+        "scoring": {k: info.details.get(k) for k in ("choice_mode", "choice_scoring", "compat")},
+        "op": op,
+        "request": dataclasses.asdict(request),  # type: ignore[call-overload]
+    }
+    raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
+    return f"judge:{hashlib.sha256(raw.encode()).hexdigest()}"
+
+
+def test_keys_are_the_ones_earlier_releases_computed() -> None:
+    judge = CachedJudge(ScriptedBackend(), MemoryCache())
+    choice = ChoiceRequest(MESSAGES, ("A", "B"), assistant_prefix="Verdict: ")
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["A", "B"]}}}
+    generate = GenerateRequest(MESSAGES, max_new_tokens=8, stop=("\n",), json_schema=schema)
+    assert judge.key("choices", choice) == _asdict_key(judge, "choices", choice)
+    assert judge.key("generate", generate) == _asdict_key(judge, "generate", generate)
+    other = ChoiceRequest(MESSAGES, ("A", "B"), assistant_prefix="Verdict:")
+    assert judge.key("choices", other) != judge.key("choices", choice)
+
+
+def test_stored_results_come_back_equal() -> None:
+    choice = ChoiceResult("ok", ("A", "B"), (-0.1, -2.4), (0.9, 0.1), 0.99)
+    samples = (GeneratedText("A", 1, "stop"), GeneratedText("B", 2, "length"))
+    generated = GenerateResult.of(samples)
+    assert _decode(ChoiceResult, _encode(choice)) == choice
+    assert _decode(GenerateResult, _encode(generated)) == generated
+    failed = GenerateResult.failed("timeout", "too slow")
+    assert _decode(GenerateResult, _encode(failed)) == failed
