@@ -16,7 +16,6 @@ COPY judges ./judges
 COPY plaudit_wire ./plaudit_wire
 COPY trainer_client ./trainer_client
 COPY trainer ./trainer
-COPY offline ./offline
 COPY migrations ./migrations
 # serve: the API; train: what the worker's jobs import (KARMA training and simulator
 # calibration use TRL and datasets). One image for both roles.

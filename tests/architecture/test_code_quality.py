@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PACKAGES = ["services", "judges", "trainer_client", "trainer", "offline"]
+PACKAGES = ["services", "judges", "plaudit_wire", "trainer_client", "trainer"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import pytest
 import typer.main
 import yaml
 
-from services.cli import app
+from services.cli.main import app
 from services.core.settings_check import settings_variables
 from services.settings import Settings
 from tests.services.test_cli_and_packaging import _parse

@@ -207,7 +207,7 @@ def test_the_check_catches_a_misspelt_variable() -> None:
 def test_db_wait_waits_for_the_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from services.cli import app
+    from services.cli.main import app
 
     monkeypatch.setenv("PLAUDIT_DATA_DIR", str(tmp_path))
     runner = CliRunner()

@@ -167,7 +167,7 @@ async def _fresh_database(url: str) -> None:
 
 def _migrate_in_a_process(url: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PLAUDIT_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-c", "from services.cli import main; main()", "db", "upgrade"]
+    command = [sys.executable, "-c", "from services.cli.main import main; main()", "db", "upgrade"]
     return subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE)
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 import services
-from services.cli import APPS, app
+from services.cli.main import APPS, app
 from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_client_install_stays_light() -> None:
     for heavy in ("torch", "fastapi", "sqlalchemy", "sentence-transformers", "numpy"):
         assert heavy not in base
     code = (
-        "import sys, trainer_client, services.cli; "
+        "import sys, trainer_client, services.cli.main; "
         "print(sorted({'torch', 'fastapi', 'numpy'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,7 @@ from typing import Any
 import typer.main
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 
 
 def _paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from services.settings import Settings
 from tests.judges.openai_standin import MODEL, StandIn, stand_in_server
 from tests.services.core.jobs.conftest import jobs_env, process

@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli import train as train_cli
+from services.cli.main import app
 from tests.serving import free_port
 from trainer import DEFAULT_PROMPTS, DEFAULT_SPEC, TrainConfig, load_prompts
-from trainer import cli as train_cli
 from trainer.callbacks import format_step_line
 from trainer.config import default_train_root
 from trainer.data import PromptFileError, as_rows, load_rows
@@ -143,7 +143,7 @@ def test_cli_says_when_no_server_answers() -> None:
 
 def test_plaudit_help_stays_light() -> None:
     code = (
-        "import sys, services.cli\n"
+        "import sys, services.cli.main\n"
         "heavy = [m for m in ('torch', 'trl', 'transformers', 'datasets') if m in sys.modules]\n"
         "assert not heavy, heavy"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from services.core.errors import InvalidInput
 from services.datasets import registry
 from services.datasets.store import locate, sample_dir

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from offline.progress import ProgressDisplay
-from services.cli import app
+from services.cli.main import app
+from services.cli.progress import ProgressDisplay
 from services.judge import evaluation as ev
 from tests.shared_data import reason, shared_copy
 

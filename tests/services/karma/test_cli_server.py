@@ -16,7 +16,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from tests.services.karma.conftest import KEYS, needs_shared
 from tests.services.karma.slice import write_slice
 from tests.serving import free_port

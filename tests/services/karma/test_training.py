@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from services.core.errors import InvalidInput
 from services.karma.model import KarmaModel
 from services.karma.training import KarmaTrainConfig, TrainResult, _load_base, train_karma

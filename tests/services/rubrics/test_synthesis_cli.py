@@ -1,7 +1,7 @@
 """``plaudit rubrics synthesize`` and ``plaudit rubrics export`` in-process, on the scripted
 generator and judge (the command's plumbing: options, the summary, the JSON result, the
 dataset file). The real model runs in test_synthesis_real.py; ``--server`` follows a job with
-the same code as ``plaudit karma train --server`` (offline/jobs_client.py)."""
+the same code as ``plaudit karma train --server`` (services/cli/jobs_client.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from services.app import create_app
-from services.cli import app as cli
+from services.cli import rubrics as rubrics_cli
+from services.cli.main import app as cli
 from services.core.models.embedder import Embedder
-from services.rubrics import cli as rubrics_cli
 from services.settings import Settings
 from tests.services.rubrics.synth_docs import DOCS
 from tests.services.rubrics.synth_scripted import SynthScriptedBackend

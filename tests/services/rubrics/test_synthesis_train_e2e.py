@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.app import create_app
-from services.cli import app as cli
+from services.cli.main import app as cli
 from services.core.models.embedder import Embedder
 from services.rubrics.synthesis import corpus
 from services.settings import Settings

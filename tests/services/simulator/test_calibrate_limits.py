@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from services.simulator.calibration import MIN_MAX_LENGTH, CalibrationConfig
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 
 runner = CliRunner()
 pytestmark = pytest.mark.slow

@@ -58,7 +58,7 @@ def main() -> None:
 
     # Before any service module binds the name (they import it from the module).
     model_layer.model_backend = scripted
-    from services.cli import main as plaudit
+    from services.cli.main import main as plaudit
 
     plaudit()
 

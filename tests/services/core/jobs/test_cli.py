@@ -13,7 +13,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from services.cli import app
+from services.cli.main import app
 from tests.services.core.jobs.conftest import KEYS
 from tests.services.core.jobs.test_evaluation_job import DEV, needs_data
 from tests.serving import serving

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offline.jobs_cli import ApiKey
+from services.cli.jobs import ApiKey
 
 rubrics_app = typer.Typer(
     help="Rubrics: synthesize instances from documents, export them.", rich_markup_mode=None
@@ -165,7 +165,7 @@ def _services() -> Any:
 
 
 def _on_server(server: str, api_key: str | None, body: dict[str, Any]) -> dict[str, Any]:
-    from offline.jobs_cli import run_on_server
+    from services.cli.jobs import run_on_server
 
     return run_on_server(server, api_key, "/v1/rubrics/synthesize", body)
 

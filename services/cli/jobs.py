@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from offline.jobs_client import connect, describe, follow
-from offline.progress import ProgressDisplay
+from services.cli.jobs_client import connect, describe, follow
+from services.cli.progress import ProgressDisplay
 from trainer_client import PlauditClient
 from trainer_client.errors import PlauditError
 

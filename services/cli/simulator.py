@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offline.jobs_cli import ApiKey
+from services.cli.jobs import ApiKey
 from services.simulator.settings import SimulatorSettings
 
 simulator_app = typer.Typer(
@@ -241,7 +241,7 @@ def _majority(dialogues: list[Any]) -> int:
 
 
 def _on_server(server: str, api_key: str | None, body: dict[str, Any]) -> None:
-    from offline.jobs_cli import run_on_server
+    from services.cli.jobs import run_on_server
 
     body = {k: v for k, v in body.items() if v is not None}
     result = run_on_server(server, api_key, "/v1/simulator/calibrations", body)

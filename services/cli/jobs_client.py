@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from offline.progress import ProgressDisplay
+from services.cli.progress import ProgressDisplay
 from trainer_client import PlauditClient
 from trainer_client.config import Timeouts
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from offline.jobs_cli import ApiKey
+from services.cli.jobs import ApiKey
 from services.karma.settings import KarmaSettings
 
 karma_app = typer.Typer(
@@ -230,7 +230,7 @@ def evaluate_command(
 def _train_on_server(server: str, api_key: str | None, options: dict[str, Any]) -> None:
     """Start ``karma.train`` on ``server``, follow it, print where the model went and its
     evaluation (the full result as JSON on stdout)."""
-    from offline.jobs_cli import run_on_server
+    from services.cli.jobs import run_on_server
 
     body = {k: v for k, v in options.items() if v is not None and k != "output_dir"}
     if body.get("eval_max_pairs") == 0:  # 0 means all; max_train_pairs takes 0 itself

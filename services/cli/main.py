@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 import services
-from offline.eval_cli import eval_app
-from offline.jobs_cli import jobs_app
-from services.datasets.cli import data_app
-from services.karma.cli import karma_app
-from services.rubrics.cli import rubrics_app
-from services.simulator.cli import simulator_app
-from trainer.cli import train
+from services.cli.data import data_app
+from services.cli.eval import eval_app
+from services.cli.jobs import jobs_app
+from services.cli.karma import karma_app
+from services.cli.rubrics import rubrics_app
+from services.cli.simulator import simulator_app
+from services.cli.train import train
 
 if TYPE_CHECKING:
     from services.core.settings import CoreSettings

@@ -14,8 +14,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from offline.jobs_cli import ApiKey
-from offline.progress import ProgressDisplay
+from services.cli.jobs import ApiKey
+from services.cli.progress import ProgressDisplay
 from services.judge.settings import JudgeSettings
 
 eval_app = typer.Typer(help="Measure judges against human judgments.", rich_markup_mode=None)
@@ -123,7 +123,7 @@ def _on_server(
     server_data: str | None,
     fields: dict[str, Any],
 ) -> dict[str, Any]:
-    from offline.jobs_cli import run_on_server
+    from services.cli.jobs import run_on_server
 
     if (data is None) == (server_data is None):
         _bad("with --server, give --data (sent inline) or --server-data (a file on the server)")

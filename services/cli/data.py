@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from offline.progress import ProgressDisplay
+from services.cli.progress import ProgressDisplay
 from services.datasets import registry
 
 if TYPE_CHECKING:
