@@ -13,13 +13,13 @@ progress, and the model is stored there the same way. ``plaudit karma eval --mod
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from services.cli.jobs import ApiKey
+from services.cli.progress import progress_display
 from services.karma.settings import KarmaSettings
 
 karma_app = typer.Typer(
@@ -145,13 +145,14 @@ def train(
         typer.echo(f"error: the trainer is not installed ({exc}); pip install 'plaudit[train]'")
         raise typer.Exit(2) from exc
     try:
-        result = train_karma(
-            config,
-            data_dir=data_dir,
-            models_dir=models_dir,
-            cache_dir=embeddings_dir,
-            progress=_Printer(),
-        )
+        with progress_display() as progress:
+            result = train_karma(
+                config,
+                data_dir=data_dir,
+                models_dir=models_dir,
+                cache_dir=embeddings_dir,
+                progress=progress,
+            )
     except InvalidInput as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -221,7 +222,8 @@ def evaluate_command(
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
     options = EvalOptions(max_pairs or None, spearman_threads, seed=seed)
-    result = evaluate(scorer, data, options, _Printer())
+    with progress_display() as progress:
+        result = evaluate(scorer, data, options, progress)
     typer.echo(summary(result))
     if out is not None:
         out.write_text(json.dumps(result, indent=2) + "\n")
@@ -291,17 +293,3 @@ def _config(**fields: Any) -> Any:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise typer.BadParameter(f"{where}: {first['msg']}") from None
-
-
-class _Printer:
-    """Progress lines: each stage once, then at most every 10 seconds."""
-
-    def __init__(self) -> None:
-        self.stage, self.last = "", 0.0
-
-    def __call__(self, done: int, total: int, stage: str) -> None:
-        now = time.monotonic()
-        if stage == self.stage and now - self.last < 10 and done < total:
-            return
-        self.stage, self.last = stage, now
-        typer.echo(f"  {stage}: {done}/{total}", err=True)

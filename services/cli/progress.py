@@ -4,9 +4,11 @@ elapsed time and an estimate of what is left."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
 BAR_WIDTH = 30
@@ -45,6 +47,14 @@ class ProgressDisplay:
         elif new_stage or time.monotonic() - self.last >= self.every_s:
             self.line()
 
+    def __call__(self, done: int, total: int | None, stage: str) -> None:
+        """The display as a progress callback (``progress=display``)."""
+        self.update(done, total, stage)
+
+    async def async_update(self, done: int, total: int | None, stage: str) -> None:
+        """The display as an async progress callback (synthesis run in this process)."""
+        self.update(done, total, stage)
+
     def close(self) -> None:
         """End the bar's line, or print the last progress line."""
         if self.tty:
@@ -76,6 +86,16 @@ class ProgressDisplay:
         self.stream.write(f"\r{self.stage:24.24} {shown}  {elapsed:.0f} s, ~{left} s left\x1b[K")
         self.stream.flush()
         self._drawn = True
+
+
+@contextlib.contextmanager
+def progress_display(*, every_s: float = 10.0) -> Iterator[ProgressDisplay]:
+    """A display for one command's long work, closed (its last line written) at the end."""
+    display = ProgressDisplay(every_s=every_s)
+    try:
+        yield display
+    finally:
+        display.close()
 
 
 def _left(elapsed: float, done: int, total: int | None) -> str:

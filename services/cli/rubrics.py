@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli.jobs import ApiKey
+from services.cli.progress import progress_display
 
 rubrics_app = typer.Typer(
     help="Rubrics: synthesize instances from documents, export them.", rich_markup_mode=None
@@ -129,9 +130,9 @@ async def _run_here(request: Any) -> dict[str, Any]:
     async with _services() as resources:
         service = resources.services.require(SynthesisService)
         service.check(request)
-        printer = _Printer()
         job_id = uuid.uuid4().hex
-        result = await service.run(request, job_id, printer)
+        with progress_display() as display:
+            result = await service.run(request, job_id, display.async_update)
     out: dict[str, Any] = result.model_dump(mode="json")
     return out
 
@@ -184,17 +185,3 @@ def _export_from(server: str, api_key: str | None, job: str, fmt: str) -> bytes:
         typer.echo(f"error: {response.status_code} {response.text[:500]}", err=True)
         raise typer.Exit(2)
     return response.content
-
-
-class _Printer:
-    """Progress lines on stderr: each stage once, then every 10 %."""
-
-    def __init__(self) -> None:
-        self.stage, self.shown = "", -1
-
-    async def __call__(self, done: int, total: int, stage: str) -> None:
-        tenth = 10 * done // total if total else 0
-        if stage == self.stage and tenth == self.shown:
-            return
-        self.stage, self.shown = stage, tenth
-        typer.echo(f"  {stage}: {done}/{total}", err=True)

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli.jobs import ApiKey
+from services.cli.progress import progress_display
 from services.simulator.settings import SimulatorSettings
 
 simulator_app = typer.Typer(
@@ -115,15 +116,16 @@ def calibrate_command(
         "%Y%m%d-%H%M%S"
     )
     try:
-        result = calibrate(
-            config,
-            base_dir=base_model_dir(settings),
-            data_dir=uss_dir(settings),
-            roots=SimulatorSettings.of(settings).data_roots,
-            out=folder,
-            embed=load_embedder("bundled").embed,
-            progress=_Printer(),
-        )
+        with progress_display() as progress:
+            result = calibrate(
+                config,
+                base_dir=base_model_dir(settings),
+                data_dir=uss_dir(settings),
+                roots=SimulatorSettings.of(settings).data_roots,
+                out=folder,
+                embed=load_embedder("bundled").embed,
+                progress=progress,
+            )
     except InvalidInput as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -211,17 +213,18 @@ def evaluate_command(
         acts = ActModel.load(calibration) if calibration else None
         adapter = calibration / ADAPTER_DIR if calibration else None
         majority = _majority(dialogues)
-        report = measure(
-            config,
-            dialogues,
-            base_dir=base_model_dir(settings),
-            adapter_dir=adapter if adapter is not None and adapter.is_dir() else None,
-            predictor=predictor,
-            acts=acts,
-            embed=load_embedder("bundled").embed,
-            majority=majority,
-            progress=_Printer(),
-        )
+        with progress_display() as progress:
+            report = measure(
+                config,
+                dialogues,
+                base_dir=base_model_dir(settings),
+                adapter_dir=adapter if adapter is not None and adapter.is_dir() else None,
+                predictor=predictor,
+                acts=acts,
+                embed=load_embedder("bundled").embed,
+                majority=majority,
+                progress=progress,
+            )
     except InvalidInput as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
@@ -296,17 +299,3 @@ def dialogue_summary(run: str, report: dict[str, Any]) -> list[str]:
             f"  classifier {_fmt(g['classifier_accuracy'], True)}"
         )
     return lines
-
-
-class _Printer:
-    """Progress lines: each stage once, then at most every 10 seconds."""
-
-    def __init__(self) -> None:
-        self.stage, self.last = "", 0.0
-
-    def __call__(self, done: int, total: int, stage: str) -> None:
-        now = time.monotonic()
-        if stage == self.stage and now - self.last < 10 and done < total:
-            return
-        self.stage, self.last = stage, now
-        typer.echo(f"  {stage}: {done}/{total}", err=True)

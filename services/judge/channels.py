@@ -17,8 +17,13 @@ from services.core.channels import (
 )
 from services.core.validation import build_request, need_two
 from services.judge import listwise
-from services.judge.schemas import GroupRequest, ListwiseRequest, Mode, ScaleRequest
-from services.judge.service import DEFAULT_SCALE_TEMPLATE, DEFAULT_TEMPLATES, JudgeService
+from services.judge.schemas import GroupRequest, Mode
+from services.judge.service import (
+    DEFAULT_SCALE_TEMPLATE,
+    DEFAULT_TEMPLATES,
+    JudgeService,
+    prompt_text,
+)
 
 
 class JudgePairwiseSpec(ChannelSpec):
@@ -132,43 +137,47 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
         )
 
     async def scale(spec: JudgeScaleSpec, group: GroupInput) -> ChannelOutcome:
-        request = build_request(
-            ScaleRequest,
-            prompt=group.prompt,
-            completions=group.completions,
-            **spec.model_dump(exclude={"weight"}),
+        grades = await judge.grade(
+            prompt_text(group.prompt),
+            [c.text for c in group.completions],
+            k=spec.k,
+            criteria=spec.criteria,
+            template=spec.template,
             cache=judge.channel_cache,
         )
-        response = await judge.scale(request)
+        modes = grades.modes()
         return ChannelOutcome(
-            values=[r.expected for r in response.results],
-            statuses=[r.status for r in response.results],
-            meta={**response.judge.model_dump(), "k": response.k},
-            details=[{"mode": r.mode, "distribution": r.distribution} for r in response.results],
-            errors=[r.error for r in response.results],
-            levels=[r.mode for r in response.results],
+            values=grades.expected(),
+            statuses=grades.statuses,
+            meta={**grades.stamp.model_dump(), "k": grades.k},
+            details=[
+                {"mode": mode, "distribution": distribution}
+                for mode, distribution in zip(modes, grades.distributions, strict=True)
+            ],
+            errors=grades.errors,
+            levels=modes,
         )
 
     async def listwise_channel(spec: JudgeListwiseSpec, group: GroupInput) -> ChannelOutcome:
         need_two("judge_listwise", group.completions)
-        request = build_request(
-            ListwiseRequest,
-            prompt=group.prompt,
-            completions=group.completions,
-            **spec.model_dump(exclude={"weight"}),
+        outcome, stamp = await judge.rank_listwise(
+            prompt_text(group.prompt),
+            [c.text for c in group.completions],
+            criteria=spec.criteria,
+            template=spec.template,
+            max_new_tokens=spec.max_new_tokens,
             cache=judge.channel_cache,
         )
-        response = await judge.listwise(request)
         return ChannelOutcome(
-            values=[r.reward for r in response.results],
-            statuses=[r.status for r in response.results],
+            values=outcome.rewards,
+            statuses=list(outcome.statuses),
             meta={
-                **response.judge.model_dump(),
-                "calls": response.calls,
-                "completion_tokens": response.completion_tokens,
+                **stamp.model_dump(),
+                "calls": outcome.calls,
+                "completion_tokens": outcome.completion_tokens,
             },
-            details=[{} for _ in response.results],
-            errors=[r.error for r in response.results],
+            details=[{} for _ in outcome.rewards],
+            errors=outcome.errors,
         )
 
     return [

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plaudit_wire.schemas import CompletionItem
-from services.judge.schemas import JudgeOptions, PairwiseRequest, ScaleRequest
+from services.judge.schemas import JudgeOptions, PairwiseRequest
 
 if TYPE_CHECKING:  # the client-only install samples votes here without the server parts
     from services.judge.service import JudgeService
@@ -196,19 +195,12 @@ async def grade_votes(
 
 
 async def _grade_one(service: JudgeService, vote: Vote, k: int, max_chars: int) -> VoteOutcome:
-    request = ScaleRequest(
-        prompt=vote.question,
-        completions=[
-            CompletionItem(text=truncate(vote.answer_a, max_chars)),
-            CompletionItem(text=truncate(vote.answer_b, max_chars)),
-        ],
-        k=k,
-    )
+    texts = [truncate(vote.answer_a, max_chars), truncate(vote.answer_b, max_chars)]
     try:
-        result = await service.scale(request)
+        grades = await service.grade(vote.question, texts, k=k)
     except Exception as exc:
         return VoteOutcome(vote, None, None, None, [], f"error: {exc}")
-    grade_a, grade_b = (r.expected for r in result.results)
+    grade_a, grade_b = grades.expected()
     if grade_a is None or grade_b is None:
         return VoteOutcome(vote, None, None, None, [], "error")
     diff = grade_a - grade_b

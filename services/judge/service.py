@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from judges.fencing import boundary_code, process_secret
@@ -21,6 +22,7 @@ from services.core.errors import BackendUnavailable, InvalidInput
 from services.judge import listwise, structured
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge
+from services.judge.listwise import ListwiseOutcome
 from services.judge.pairing import ANCHOR, make_pairs
 from services.judge.schemas import (
     CompletionJudged,
@@ -50,6 +52,35 @@ def prompt_text(prompt: Prompt) -> str:
     if isinstance(prompt, str):
         return prompt
     return "\n\n".join(f"{m.role.capitalize()}: {m.content}" for m in prompt)
+
+
+EMPTY_ERROR = "empty completion: graded 1 without asking the judge"
+
+
+@dataclass(frozen=True)
+class Grades:
+    """The judge's 1..K grades of a group's completions (:meth:`JudgeService.grade`), one
+    entry per completion: its grade distribution (None: not judged), status and error."""
+
+    k: int
+    distributions: list[list[float] | None]
+    statuses: list[str]
+    errors: list[str | None]
+    stamp: JudgeStamp
+
+    def expected(self) -> list[float | None]:
+        """The expected grade of each completion."""
+        return [
+            None if d is None else sum((level + 1) * p for level, p in enumerate(d))
+            for d in self.distributions
+        ]
+
+    def modes(self) -> list[int | None]:
+        """The most likely grade of each completion."""
+        return [
+            None if d is None else max(range(len(d)), key=d.__getitem__) + 1
+            for d in self.distributions
+        ]
 
 
 class JudgeService:
@@ -107,7 +138,7 @@ class JudgeService:
     async def group(self, request: GroupRequest) -> GroupResponse:
         """Per-completion rewards of one group from pairwise judgments."""
         g = len(request.completions)
-        self._check_group(g, request)
+        self._check_group_size(g)
         template = self.template_for(request)
         pairs = make_pairs(request.pairing, g, budget=request.budget, seed=request.seed)
         if len(pairs) > self._settings.max_pairs:
@@ -132,87 +163,129 @@ class JudgeService:
 
     async def scale(self, request: ScaleRequest) -> ScaleResponse:
         """A 1..K grade distribution per completion (ready for /v1/ordinal/advantages)."""
-        ref = request.template or DEFAULT_SCALE_TEMPLATE
-        template = _load(ref, "choice")
-        if len(request.completions) > self._settings.max_group_size:
-            raise InvalidInput(
-                f"{len(request.completions)} completions exceed the limit of "
-                f"{self._settings.max_group_size}",
-                param="completions",
-            )
-        question = prompt_text(request.prompt)
-        code = self.fence_code(template, question)
-        judged = [i for i, c in enumerate(request.completions) if c.text.strip()]
-        requests = [
-            _render(
-                template,
-                code,
-                question=question,
-                response=request.completions[i].text,
-                k=request.k,
-                criteria=request.criteria,
-            ).choice_request()
-            for i in judged
-        ]
-        outcomes = (
-            await self._judge.score_choices(requests, use_cache=request.cache) if requests else []
-        )
-        ids = completion_ids(request.completions)
-        results = [_empty_result(cid, request.k) for cid in ids]
-        for i, out in zip(judged, outcomes, strict=True):
-            results[i] = _scale_result(ids[i], out.probs if out.ok else None, out.status, out.error)
-        if judged:
-            statuses = [results[i].status for i in judged]
-            _unavailable_if_nothing_judged(statuses, results[judged[0]].error)
-        sources = ["parsed" if o.coverage is None else "logprob" for o in outcomes if o.ok]
-        source = _summary(sources)
-        info = self._judge.backend.info
-        response = ScaleResponse(
+        grades = await self.grade(
+            prompt_text(request.prompt),
+            [c.text for c in request.completions],
             k=request.k,
-            results=results,
-            judge=JudgeStamp(
-                backend=info.name,
-                model=info.model_id,
-                template=template.ref,
-                mode="generate" if source == "parsed" else "logprob",
-                sampling={"temperature": 0.0},
-                verdict_source=source,
-                choice_scoring=_choice_scoring(info.details),
-            ),
+            criteria=request.criteria,
+            template=request.template,
+            cache=request.cache,
         )
+        expected, modes = grades.expected(), grades.modes()
+        results = [
+            ScaleResult(
+                id=cid,
+                distribution=grades.distributions[i],
+                expected=expected[i],
+                mode=modes[i],
+                status=grades.statuses[i],
+                error=grades.errors[i],
+            )
+            for i, cid in enumerate(completion_ids(request.completions))
+        ]
+        response = ScaleResponse(k=request.k, results=results, judge=grades.stamp)
         await self._store("judge.scale", request, response.model_dump())
         return response
 
+    async def grade(
+        self,
+        question: str,
+        texts: Sequence[str],
+        *,
+        k: int,
+        criteria: str | None = None,
+        template: str | None = None,
+        cache: bool = True,
+    ) -> Grades:
+        """1..K grades of ``texts`` answering ``question``: the port the HTTP route and the
+        ``judge_scale`` channel share (issue 20: no HTTP models inside the process)."""
+        chosen = _load(template or DEFAULT_SCALE_TEMPLATE, "choice")
+        self._check_group_size(len(texts))
+        code = self.fence_code(chosen, question)
+        judged = [i for i, text in enumerate(texts) if text.strip()]
+        requests = [
+            _render(
+                chosen, code, question=question, response=texts[i], k=k, criteria=criteria
+            ).choice_request()
+            for i in judged
+        ]
+        outcomes = await self._judge.score_choices(requests, use_cache=cache) if requests else []
+        # An empty completion (no text, e.g. an EOS-only response) is not sent to the judge:
+        # it gets the lowest grade with certainty, flagged ``empty`` (issue 22: a small judge
+        # graded empty answers among the highest of their group).
+        floor = [1.0] + [0.0] * (k - 1)
+        distributions: list[list[float] | None] = [list(floor) for _ in texts]
+        statuses: list[str] = ["empty"] * len(texts)
+        errors: list[str | None] = [EMPTY_ERROR] * len(texts)
+        for i, out in zip(judged, outcomes, strict=True):
+            distributions[i] = list(out.probs) if out.ok and out.probs is not None else None
+            statuses[i] = "ok" if distributions[i] is not None else out.status
+            errors[i] = None if distributions[i] is not None else out.error
+        if judged:
+            _unavailable_if_nothing_judged([statuses[i] for i in judged], errors[judged[0]])
+        source = _summary(["parsed" if o.coverage is None else "logprob" for o in outcomes if o.ok])
+        info = self._judge.backend.info
+        stamp = JudgeStamp(
+            backend=info.name,
+            model=info.model_id,
+            template=chosen.ref,
+            mode="generate" if source == "parsed" else "logprob",
+            sampling={"temperature": 0.0},
+            verdict_source=source,
+            choice_scoring=_choice_scoring(info.details),
+        )
+        return Grades(k, distributions, statuses, errors, stamp)
+
     async def listwise(self, request: ListwiseRequest) -> ListwiseResponse:
         """A 0..10 score per completion from one judge call over the whole group."""
-        self._check_group(len(request.completions), request)
-        template = _load(request.template or listwise.DEFAULT_TEMPLATE, "generate")
-        question = prompt_text(request.prompt)
-        outcome = await listwise.judge_group(
-            functools.partial(self._judge.generate, use_cache=request.cache),
-            template,
-            self.fence_code(template, question) or "",
-            question,
+        outcome, stamp = await self.rank_listwise(
+            prompt_text(request.prompt),
             [c.text for c in request.completions],
             criteria=request.criteria,
+            template=request.template,
             max_new_tokens=request.max_new_tokens,
+            cache=request.cache,
+        )
+        response = listwise.response(completion_ids(request.completions), outcome, stamp)
+        await self._store("judge.listwise", request, response.model_dump())
+        return response
+
+    async def rank_listwise(
+        self,
+        question: str,
+        texts: Sequence[str],
+        *,
+        criteria: str | None = None,
+        template: str | None = None,
+        max_new_tokens: int | None = None,
+        cache: bool = True,
+    ) -> tuple[ListwiseOutcome, JudgeStamp]:
+        """The whole group scored in one judge call: the port the HTTP route and the
+        ``judge_listwise`` channel share (issue 20: no HTTP models inside the process)."""
+        self._check_group_size(len(texts))
+        chosen = _load(template or listwise.DEFAULT_TEMPLATE, "generate")
+        outcome = await listwise.judge_group(
+            functools.partial(self._judge.generate, use_cache=cache),
+            chosen,
+            self.fence_code(chosen, question) or "",
+            question,
+            list(texts),
+            criteria=criteria,
+            max_new_tokens=max_new_tokens,
         )
         _unavailable_if_nothing_judged(outcome.statuses, outcome.errors[0])
         info = self._judge.backend.info
         stamp = JudgeStamp(
             backend=info.name,
             model=info.model_id,
-            template=template.ref,
+            template=chosen.ref,
             mode="generate",
             sampling={
                 "temperature": 0.0,
-                "max_new_tokens": request.max_new_tokens
-                or listwise.reply_budget(len(request.completions)),
+                "max_new_tokens": max_new_tokens or listwise.reply_budget(len(texts)),
             },
         )
-        response = listwise.response(completion_ids(request.completions), outcome, stamp)
-        await self._store("judge.listwise", request, response.model_dump())
-        return response
+        return outcome, stamp
 
     async def judge_pairs(
         self,
@@ -354,7 +427,7 @@ class JudgeService:
             [(None, content_hash(request.model_dump()), result)],
         )
 
-    def _check_group(self, g: int, request: GroupRequest | ListwiseRequest) -> None:
+    def _check_group_size(self, g: int) -> None:
         if g > self._settings.max_group_size:
             raise InvalidInput(
                 f"{g} completions exceed the limit of {self._settings.max_group_size}",
@@ -513,30 +586,3 @@ def _inconsistency(judged: list[order_logic.PairJudgment]) -> float | None:
 def _first_slot_rate(judged: list[order_logic.PairJudgment]) -> float | None:
     verdicts = [o.verdict for p in judged for o in p.orders if o.status == "ok" and o.verdict]
     return sum(1 for v in verdicts if v == "first") / len(verdicts) if verdicts else None
-
-
-def _empty_result(cid: str, k: int) -> ScaleResult:
-    """An empty completion (no text, e.g. an EOS-only response) is not sent to the judge: it
-    gets the lowest grade with certainty, flagged ``empty`` (issue 22: a small judge graded
-    empty answers among the highest of their group)."""
-    floor = [1.0] + [0.0] * (k - 1)
-    return ScaleResult(
-        id=cid,
-        distribution=floor,
-        expected=1.0,
-        mode=1,
-        status="empty",
-        error="empty completion: graded 1 without asking the judge",
-    )
-
-
-def _scale_result(
-    cid: str, probs: Sequence[float] | None, status: str, error: str | None
-) -> ScaleResult:
-    if probs is None:
-        return ScaleResult(
-            id=cid, distribution=None, expected=None, mode=None, status=status, error=error
-        )
-    expected = sum((level + 1) * p for level, p in enumerate(probs))
-    mode = max(range(len(probs)), key=probs.__getitem__) + 1
-    return ScaleResult(id=cid, distribution=list(probs), expected=expected, mode=mode, status="ok")

@@ -40,8 +40,8 @@ from services.karma.embedding_cache import (
     NoEncoder,
     TextEncoder,
 )
-from services.karma.features import KarmaInput, Variant, context_text
-from services.karma.model import read_metrics
+from services.karma.features import KarmaInput, Variant
+from services.karma.model import InputScorer, read_metrics
 from services.karma.text_features import FEATURE_NAMES, reply_features
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def build_head(width: int, hidden: int, dropout: float) -> torch.nn.Module:
     return Head()
 
 
-class FrozenKarmaModel:
+class FrozenKarmaModel(InputScorer):
     """Scores (context, reply) inputs with a frozen encoder and a trained head."""
 
     def __init__(
@@ -233,26 +233,6 @@ class FrozenKarmaModel:
         if not inputs:
             return []
         return self.score_rows(self.featurizer.rows(inputs, order_blind=order_blind))
-
-    def score_batch(self, batch: Sequence[tuple[str, str]]) -> list[float]:
-        """One score per (context, reply); blocking (call it from a worker thread)."""
-        return self.score_inputs([KarmaInput(c, r) for c, r in batch], order_blind=False)
-
-    def score(
-        self,
-        context: str | Sequence[Mapping[str, str]],
-        replies: Sequence[str],
-        metadata: Mapping[str, str] | None = None,
-    ) -> list[float]:
-        """Scores of G replies to one context (text, or messages with role and content)."""
-        turns = (
-            (context,)
-            if isinstance(context, str)
-            else tuple(f"{m['role']}: {m['content']}" for m in context)
-        )
-        text = context_text(turns)
-        inputs = [KarmaInput(text, reply, dict(metadata or {}), turns) for reply in replies]
-        return self.score_inputs(inputs, order_blind=False)
 
     def save(self, directory: Path, metrics: dict[str, Any]) -> None:
         """Write ``karma.json``, ``head.safetensors`` and ``metrics.json`` into ``directory``."""

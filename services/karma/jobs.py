@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
-from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
+from services.core.jobs.run_folders import CHECKPOINTS, run_folder
 from services.core.jobs.store import ACTIVE, JobStore
 from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
 from services.core.settings import CoreSettings
@@ -109,19 +108,17 @@ def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
 
         request = TrainRequest.model_validate(params)
         path = data_path(request.data, settings)
-        work = settings.data_dir / "karma" / "runs" / ctx.job_id
         # A retry keeps the trainer's checkpoints of the attempt that died (issue 23), not
         # the model folder it may have half written. (The frozen method resumes from its
         # embedding cache instead, whose shards are written as it goes.)
-        await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
-        await ctx.progress(0, 1, "loading")
-        reporter = ThreadProgress(ctx, asyncio.get_running_loop())
-        config = request.config(work / "model")
-        update: dict[str, Any] = {"checkpoint_dir": work / CHECKPOINTS}
-        if request.data != "reddit_karma":
-            update["data"] = str(path)
-        config = config.model_copy(update=update)
-        try:
+        async with run_folder(ctx, settings.data_dir / "karma" / "runs" / ctx.job_id) as work:
+            await ctx.progress(0, 1, "loading")
+            reporter = ThreadProgress(ctx, asyncio.get_running_loop())
+            config = request.config(work / "model")
+            update: dict[str, Any] = {"checkpoint_dir": work / CHECKPOINTS}
+            if request.data != "reddit_karma":
+                update["data"] = str(path)
+            config = config.model_copy(update=update)
             result = await asyncio.to_thread(
                 keeping_torch_threads(train_karma),
                 config,
@@ -135,14 +132,6 @@ def train_job(service: KarmaService, settings: CoreSettings) -> JobFunction:
                 result.path, result.metrics, request, owner=ctx.owner, job_id=ctx.job_id
             )
             await ctx.progress(2, 2, "saving")
-        except asyncio.CancelledError:
-            if ctx.cancel_requested:  # else the process is stopping: a retry resumes
-                await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
-            raise
-        except BaseException:
-            await asyncio.to_thread(shutil.rmtree, work, True)
-            raise
-        await asyncio.to_thread(shutil.rmtree, work, True)
         return job_result(result.metrics, version.name, version.version, version.current)
 
     return run

@@ -89,7 +89,32 @@ def message_turns(messages: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
     return tuple(f"{m['role']}: {m['content']}" for m in messages)
 
 
-class KarmaModel:
+class InputScorer:
+    """What both KARMA models offer over their own ``score_inputs``: a score per (context,
+    reply) and the scores of a group of replies to one context. Blocking: call from a worker
+    thread."""
+
+    def score_inputs(self, inputs: Sequence[KarmaInput], *, order_blind: bool) -> list[float]:
+        raise NotImplementedError
+
+    def score_batch(self, batch: Sequence[tuple[str, str]]) -> list[float]:
+        """One score per (context, reply)."""
+        return self.score_inputs([KarmaInput(c, r) for c, r in batch], order_blind=False)
+
+    def score(
+        self,
+        context: str | Sequence[Mapping[str, str]],
+        replies: Sequence[str],
+        metadata: Mapping[str, str] | None = None,
+    ) -> list[float]:
+        """Scores of G replies to one context (text, or messages with role and content)."""
+        turns = (context,) if isinstance(context, str) else message_turns(context)
+        text = context_text(turns)
+        inputs = [KarmaInput(text, reply, dict(metadata or {}), turns) for reply in replies]
+        return self.score_inputs(inputs, order_blind=False)
+
+
+class KarmaModel(InputScorer):
     """A sequence-classification model with one output: higher means more karma expected."""
 
     def __init__(
@@ -135,22 +160,6 @@ class KarmaModel:
     def metrics(self) -> dict[str, Any]:
         """The model's ``metrics.json`` ({} when it has none)."""
         return read_metrics(self.path)
-
-    def score_batch(self, batch: Sequence[tuple[str, str]]) -> list[float]:
-        """One score per (context, reply); pure and blocking (call it from a worker thread)."""
-        return self.score_inputs([KarmaInput(c, r) for c, r in batch], order_blind=False)
-
-    def score(
-        self,
-        context: str | Sequence[Mapping[str, str]],
-        replies: Sequence[str],
-        metadata: Mapping[str, str] | None = None,
-    ) -> list[float]:
-        """Scores of G replies to one context (text, or messages with role and content)."""
-        turns = (context,) if isinstance(context, str) else message_turns(context)
-        text = context_text(turns)
-        inputs = [KarmaInput(text, reply, dict(metadata or {}), turns) for reply in replies]
-        return self.score_inputs(inputs, order_blind=False)
 
     def score_inputs(self, inputs: Sequence[KarmaInput], *, order_blind: bool) -> list[float]:
         """Scores in input order; batches are formed by length to waste little on padding."""

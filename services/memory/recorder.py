@@ -38,6 +38,34 @@ class TextEmbedder(Protocol):
 Revise = Callable[[str, str, int], Awaitable[Any]]
 
 
+async def add_rubric_update(
+    repository: MemoryRepository,
+    embedder: TextEmbedder,
+    *,
+    run_id: str | None,
+    rubric_id: str,
+    step: int | None,
+    text: str,
+    data: dict[str, Any],
+) -> MemoryRecordRow:
+    """Keep an edit of a rubric (a revision's, or an admin's rollback) as a ``rubric_update``
+    record, embedded so that retrieval finds it."""
+    [vector] = await embedder.embed([text])
+    record = MemoryRecordRow(
+        id=new_id("mr"),
+        run_id=run_id,
+        rubric_id=rubric_id,
+        kind="rubric_update",
+        step=step,
+        text=text,
+        data=data,
+        embedding=[float(x) for x in vector],
+        created_at=utcnow(),
+    )
+    await repository.add_records([record])
+    return record
+
+
 class Recorder:
     def __init__(
         self,

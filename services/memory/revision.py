@@ -41,7 +41,7 @@ from services.memory.operations import (
     find_undo,
 )
 from services.memory.oscillation import OscillationEvidence
-from services.memory.recorder import TextEmbedder
+from services.memory.recorder import TextEmbedder, add_rubric_update
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps
@@ -358,12 +358,11 @@ class Reviser:
         )
         if base.get("rationale"):
             text += f". Rationale: {base['rationale']}"
-        [vector] = await self._embedder.embed([text])
-        record = MemoryRecordRow(
-            id=new_id("mr"),
+        return await add_rubric_update(
+            self._repo,
+            self._embedder,
             run_id=revision.run_id,
             rubric_id=revision.rubric_id,
-            kind="rubric_update",
             step=revision.step,
             text=text,
             data={
@@ -376,11 +375,7 @@ class Reviser:
                 "evidence": base.get("evidence", []),
                 **extra,
             },
-            embedding=[float(x) for x in vector],
-            created_at=utcnow(),
         )
-        await self._repo.add_records([record])
-        return record
 
 
 async def _progress(ctx: JobContext | None, done: int, stage: str) -> None:

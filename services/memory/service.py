@@ -26,8 +26,8 @@ from services.judge.service import prompt_text
 from services.memory import retrieval as rt
 from services.memory.approval import Approvals
 from services.memory.ingest import IngestQueue
-from services.memory.models import MemoryRecordRow, MemoryRevision
-from services.memory.recorder import Recorder, TextEmbedder
+from services.memory.models import MemoryRevision
+from services.memory.recorder import Recorder, TextEmbedder, add_rubric_update
 from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.revision import REVISE, Reviser
 from services.memory.schemas import (
@@ -317,12 +317,11 @@ class MemoryService:
         text = f"Admin rollback of {rubric_id}: v{before.version} -> v{rubric.version}"
         if body.reason:
             text += f". Reason: {body.reason}"
-        [vector] = await self._embedder.embed([text])
-        record = MemoryRecordRow(
-            id=new_id("mr"),
+        record = await add_rubric_update(
+            self._repo,
+            self._embedder,
             run_id=body.run_id,
             rubric_id=rubric.id,
-            kind="rubric_update",
             step=await self._last_step(body.run_id, rubric.id),
             text=text,
             data={
@@ -334,10 +333,7 @@ class MemoryService:
                 "operations": [],
                 "evidence": [],
             },
-            embedding=[float(x) for x in vector],
-            created_at=utcnow(),
         )
-        await self._repo.add_records([record])
         self.stamps.saw_version(rubric.id, rubric.version)
         return RollbackOut(rubric=rubric, record=record_out(record))
 

@@ -11,7 +11,6 @@ answers them.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy.typing as npt
 
 from judges.backends.settings import resolve_role
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
-from services.core.jobs.run_folders import CHECKPOINTS, clear_run_folder
+from services.core.jobs.run_folders import CHECKPOINTS, run_folder
 from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
 from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
@@ -67,11 +66,9 @@ def calibrate_job(service: SimulatorService, settings: CoreSettings) -> JobFunct
             future = asyncio.run_coroutine_threadsafe(embedder.embed(texts), loop)
             return np.asarray(future.result(), dtype=np.float32)
 
-        work = settings.data_dir / "simulator" / "runs" / ctx.job_id
         # A retry keeps the LoRA trainer's checkpoints of the attempt that died (issue 23).
-        await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
-        await ctx.progress(0, 1, "loading")
-        try:
+        async with run_folder(ctx, settings.data_dir / "simulator" / "runs" / ctx.job_id) as work:
+            await ctx.progress(0, 1, "loading")
             base = await asyncio.to_thread(base_model_dir, settings)
             result = await asyncio.to_thread(
                 keeping_torch_threads(calibrate),
@@ -94,14 +91,6 @@ def calibrate_job(service: SimulatorService, settings: CoreSettings) -> JobFunct
                 note=request.note,
             )
             await ctx.progress(1, 1, "saving")
-        except asyncio.CancelledError:
-            if ctx.cancel_requested:  # else the process is stopping: a retry resumes
-                await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
-            raise
-        except BaseException:
-            await asyncio.to_thread(shutil.rmtree, work, True)
-            raise
-        await asyncio.to_thread(shutil.rmtree, work, True)
         return {
             "calibration": {"name": version.name, "version": version.version, "ref": version.ref},
             "summary": headline(result.metrics),

@@ -7,10 +7,16 @@ subfolder, so a retry of the job after its process died resumes from the last on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.core.jobs.context import JobContext
 
 #: The trainer's checkpoints inside a job's run folder.
 CHECKPOINTS = "trainer"
@@ -28,6 +34,24 @@ def clear_run_folder(work: Path, *, keep_checkpoints: bool) -> None:
             shutil.rmtree(child, ignore_errors=True)
         else:
             child.unlink()
+
+
+@contextlib.asynccontextmanager
+async def run_folder(ctx: JobContext, work: Path) -> AsyncIterator[Path]:
+    """A training job's run folder, emptied as the job starts (a retry keeps the trainer's
+    checkpoints of the attempt that died, issue 23) and removed when the job ends, fails or is
+    cancelled; a process that is stopping leaves it, so the job's retry resumes from it."""
+    await asyncio.to_thread(clear_run_folder, work, keep_checkpoints=ctx.attempt > 1)
+    try:
+        yield work
+    except asyncio.CancelledError:
+        if ctx.cancel_requested:  # else the process is stopping: a retry resumes
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, work, True))
+        raise
+    except BaseException:
+        await asyncio.to_thread(shutil.rmtree, work, True)
+        raise
+    await asyncio.to_thread(shutil.rmtree, work, True)
 
 
 def last_checkpoint(folder: Path | None) -> Path | None:
