@@ -15,8 +15,10 @@ the caller whose items brought it to exactly the settle size checks, once the se
 passed, that nothing joined since (Redis's clock, another atomic step) and then scores it.
 
 A caller that goes away while its group is still open takes its items out of it (atomically,
-so the group never counts them). What is not shared: the memory of recently scored groups used
-for stragglers (``RecentGroups``) stays per process.
+so the group never counts them), even when it goes while its items are being added; once a caller
+has closed a group, the scoring runs in a task of its own, so the caller going away never leaves
+the others waiting for results that will not come. What is not shared: the memory of recently
+scored groups used for stragglers (``RecentGroups``) stays per process.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 R = TypeVar("R")
+
+#: An atomic step on Redis: a registered script, its keys and its arguments.
+_Step = tuple[Any, list[str], list[Any]]
 
 PREFIX = "plaudit:buffer:"
 
@@ -162,6 +167,7 @@ class RedisGroupBuffer(Generic[K, R]):
         self._close = self._redis.register_script(_CLOSE)
         self._withdraw = self._redis.register_script(_WITHDRAW)
         self._settle = self._redis.register_script(_SETTLE)
+        self._scoring: set[asyncio.Task[dict[str, Any]]] = set()
 
     async def submit(
         self,
@@ -179,10 +185,17 @@ class RedisGroupBuffer(Generic[K, R]):
         ttl_ms = int((wait_s + self._result_wait_s) * 1000)
         ids = [uuid.uuid4().hex for _ in items]
         entries = [json.dumps({"id": i, "text": t}) for i, t in zip(ids, items, strict=True)]
-        gen, full, count = await self._join(keys=[counter], args=[size, ttl_ms, *entries])
+        joining = asyncio.ensure_future(self._join(keys=[counter], args=[size, ttl_ms, *entries]))
+        try:
+            gen, full, count = await asyncio.shield(joining)
+        except asyncio.CancelledError:
+            # Gone while joining: the items may be in already, so take them out (or, when they
+            # filled the group, score it for the others).
+            await asyncio.shield(self._leave_after_join(joining, key, counter, entries, ttl_ms))
+            raise
         base = f"{counter}:{gen}"
         if int(full):
-            return await self._lead(key, base, ids, ttl_ms)
+            return self._pick(await asyncio.shield(self._lead(key, base, ttl_ms)), ids)
         # Only the caller that brought the group to the settle size watches for it to settle.
         settle_at = (
             time.monotonic() + settle.after_s
@@ -197,31 +210,71 @@ class RedisGroupBuffer(Generic[K, R]):
                 if results is not None:
                     return self._pick(results, ids)
                 if settle is not None and settle_at is not None and time.monotonic() >= settle_at:
-                    settled = int(
-                        await self._settle(
-                            keys=[counter], args=[gen, settle.size, int(settle.after_s * 1000)]
-                        )
-                    )
-                    if settled == 1:
+                    claim = self._claim(key, base, ttl_ms, self._settle_args(counter, gen, settle))
+                    settled = await asyncio.shield(claim)
+                    if isinstance(settled, asyncio.Task):
                         log.info("group %s settled at %d of %d items", base, settle.size, size)
-                        return await self._lead(key, base, ids, ttl_ms)
+                        return self._pick(await asyncio.shield(settled), ids)
                     settle_at = None if settled == 0 else time.monotonic() - settled / 1000
                 await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = self._next_pause(pause)
+            claim = self._claim(key, base, ttl_ms, (self._close, [counter], [gen]))
+            closed = await asyncio.shield(claim)
         except asyncio.CancelledError:
             # The caller went away: out of the group, unless it is already being scored.
             await asyncio.shield(self._withdraw(keys=[counter], args=[gen, *entries]))
             raise
-        if int(await self._close(keys=[counter], args=[gen])):
+        if isinstance(closed, asyncio.Task):
             log.debug("group %s reached its deadline; scoring it here", base)
-            return await self._lead(key, base, ids, ttl_ms)
+            return self._pick(await asyncio.shield(closed), ids)
         return await self._follow(base, ids)
 
     async def aclose(self) -> None:
+        for task in list(self._scoring):
+            task.cancel()
+        await asyncio.gather(*self._scoring, return_exceptions=True)
         await self._redis.aclose()
 
-    async def _lead(self, key: K, base: str, ids: list[str], ttl_ms: int) -> list[R]:
-        """Score the whole (closed) group and publish its results by item id."""
+    def _settle_args(self, counter: str, gen: str, settle: Settle) -> _Step:
+        return (self._settle, [counter], [gen, settle.size, int(settle.after_s * 1000)])
+
+    def _claim(
+        self, key: K, base: str, ttl_ms: int, step: _Step
+    ) -> asyncio.Task[int | asyncio.Task[dict[str, Any]]]:
+        """Run an atomic step that may close the group (settle, deadline); when it does, the
+        scoring starts in the same breath, so a caller cancelled meanwhile never leaves a closed
+        group unscored. The scoring task when it closed the group, else the step's answer."""
+
+        async def run() -> int | asyncio.Task[dict[str, Any]]:
+            script, keys, args = step
+            answer = int(await script(keys=keys, args=args))
+            return self._lead(key, base, ttl_ms) if answer == 1 else answer
+
+        return asyncio.ensure_future(run())
+
+    async def _leave_after_join(
+        self, joining: asyncio.Future[Any], key: K, counter: str, entries: list[str], ttl_ms: int
+    ) -> None:
+        try:
+            gen, full, _ = await joining
+        except Exception:  # the join itself failed: nothing of ours is in the group
+            return
+        if int(full):
+            self._lead(key, f"{counter}:{gen}", ttl_ms)
+        else:
+            await self._withdraw(keys=[counter], args=[gen, *entries])
+
+    def _lead(self, key: K, base: str, ttl_ms: int) -> asyncio.Task[dict[str, Any]]:
+        """Score the whole (closed) group and publish its results, in a task of its own: the
+        other callers wait on Redis for them, so the caller that closed the group going away
+        must not stop it."""
+        task = asyncio.get_running_loop().create_task(self._score_group(key, base, ttl_ms))
+        self._scoring.add(task)
+        task.add_done_callback(self._scoring.discard)
+        task.add_done_callback(_note_failure)
+        return task
+
+    async def _score_group(self, key: K, base: str, ttl_ms: int) -> dict[str, Any]:
         entries = [json.loads(e) for e in await self._redis.lrange(base + ":items", 0, -1)]
         try:
             results = await self._score(key, [e["text"] for e in entries])
@@ -233,7 +286,7 @@ class RedisGroupBuffer(Generic[K, R]):
             "results": {e["id"]: self._encode(r) for e, r in zip(entries, results, strict=True)}
         }
         await self._redis.set(base + ":result", json.dumps(payload), px=ttl_ms)
-        return self._pick(payload, ids)
+        return payload
 
     async def _follow(self, base: str, ids: list[str]) -> list[R]:
         """Wait for the replica that closed the group to publish its results."""
@@ -267,3 +320,9 @@ class RedisGroupBuffer(Generic[K, R]):
                 f"scoring this sample's group failed: {payload['error']}", retry_after=5
             )
         return [self._decode(payload["results"][i]) for i in ids]
+
+
+def _note_failure(task: asyncio.Task[Any]) -> None:
+    """Collect a scoring failure that no caller waited for (it is published to the others)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("scoring a group failed: %s", task.exception())

@@ -1,7 +1,8 @@
 """The group buffers (in-process, and on the real Redis): evaluation-sized groups settle
 instead of waiting out the deadline while training groups still gather whole (issue 10:
-OpenRLHF sends its evaluation samples, 4 per prompt, to the URL its training uses); and a Redis
-that hangs is an outage for the shared buffer."""
+OpenRLHF sends its evaluation samples, 4 per prompt, to the URL its training uses); a caller
+that goes away at any moment leaves exact groups behind; and a Redis that hangs is an outage for
+the shared buffer."""
 
 from __future__ import annotations
 
@@ -25,13 +26,15 @@ EVAL = Settle(size=4, after_s=0.3)
 
 
 class Scorer:
-    """Records each scored group and answers ``"<item>/<group size>"``."""
+    """Records each scored group and answers ``"<item>/<group size>"``, after ``delay_s``."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay_s: float = 0.0) -> None:
         self.groups: list[list[str]] = []
+        self.delay_s = delay_s
 
     async def __call__(self, key: str, items: list[str]) -> list[str]:
         self.groups.append(list(items))
+        await asyncio.sleep(self.delay_s)
         return [f"{item}/{len(items)}" for item in items]
 
 
@@ -132,6 +135,40 @@ async def test_a_training_group_pausing_at_the_evaluation_size_is_scored_in_two_
     rest = await asyncio.gather(*(_send(buffer, key, [f"t{i}"], 8) for i in range(4, 8)))
     assert all(a[0].endswith("/4") for a in [*first, *rest])
     assert [len(g) for g in scorer.groups] == [4, 4]
+
+
+@pytest.mark.parametrize("ticks", [1, 2, 3, 5, 8, 13])
+async def test_a_caller_cancelled_while_joining_leaves_no_item_behind(
+    make: Make, ticks: int
+) -> None:
+    """Cancelled a few event-loop turns after it started (on Redis: while its items are being
+    added), the caller must not count in the group the next two samples fill."""
+    scorer = Scorer()
+    buffer = make(scorer)
+    key = _key()
+    gone = asyncio.ensure_future(_send(buffer, key, ["gone"], 2))
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    gone.cancel()
+    await asyncio.gather(gone, return_exceptions=True)
+    answers = await asyncio.gather(*(_send(buffer, key, [s], 2, wait_s=3.0) for s in "ab"))
+    assert answers == [["a/2"], ["b/2"]], scorer.groups
+    assert scorer.groups == [["a", "b"]]
+
+
+async def test_the_caller_that_fills_a_group_may_go_while_it_is_scored(make: Make) -> None:
+    """Its going must not stop the scoring the rest of the group waits for."""
+    scorer = Scorer(delay_s=0.3)
+    buffer = make(scorer)
+    key = _key()
+    waiting = asyncio.ensure_future(_send(buffer, key, ["stays"], 2))
+    await asyncio.sleep(0.1)
+    filling = asyncio.ensure_future(_send(buffer, key, ["goes"], 2))
+    while not scorer.groups:
+        await asyncio.sleep(0.01)
+    filling.cancel()
+    assert await waiting == ["stays/2"]
+    assert scorer.groups == [["stays", "goes"]]
 
 
 async def test_a_redis_that_stops_answering_is_an_outage_not_a_hang() -> None:
