@@ -34,6 +34,7 @@ from typing import Any
 
 from bench.common import machine
 from judges.backends.base import ChoiceRequest, ChoiceResult, GenerateRequest, GenerateResult
+from plaudit_wire.judge import GroupRequest, ListwiseRequest
 from plaudit_wire.schemas import CompletionItem
 from services.core.cache import MemoryCache
 from services.core.errors import BackendUnavailable
@@ -41,7 +42,6 @@ from services.core.models.layer import model_backend
 from services.datasets.store import locate
 from services.judge.cached import CachedJudge
 from services.judge.evaluation import load_rows, truncate, wilson
-from services.judge.schemas import GroupRequest, ListwiseRequest
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

@@ -44,13 +44,13 @@ import httpx
 
 from bench.common import machine
 from judges.backends.base import GenerateRequest, GenerateResult
+from plaudit_wire.rubrics import Criterion
 from services.app import create_app
 from services.core.models.embedder import load_embedder
 from services.memory.operations import EditOperation, PastOperation, find_undo
 from services.memory.retrieval import cosine
 from services.memory.service import MemoryService
 from services.rubrics import aggregate
-from services.rubrics.schemas import Criterion
 from services.settings import Settings
 
 CRITERIA: list[dict[str, Any]] = [

@@ -15,8 +15,8 @@ import json
 import numpy as np
 
 from bench.common import interleaved, machine
+from plaudit_wire.ordinal import AdvantagesRequest
 from services.ordinal import estimators
-from services.ordinal.schemas import AdvantagesRequest
 from services.ordinal.service import OrdinalService
 from services.settings import Settings
 

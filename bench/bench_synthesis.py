@@ -82,7 +82,7 @@ async def app_services(generator: str) -> AsyncIterator[Any]:
 
 
 async def retention(args: argparse.Namespace) -> dict[str, Any]:
-    from services.rubrics.synthesis.schemas import SynthesisOptions, SynthesizeRequest
+    from plaudit_wire.synthesis import SynthesisOptions, SynthesizeRequest
     from services.rubrics.synthesis.service import SynthesisService
 
     async with app_services(args.generator) as resources:
@@ -120,7 +120,7 @@ async def retention(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def discrimination(args: argparse.Namespace) -> dict[str, Any]:
-    from services.rubrics.synthesis.schemas import SynthesisOptions, SynthesizeRequest
+    from plaudit_wire.synthesis import SynthesisOptions, SynthesizeRequest
     from services.rubrics.synthesis.service import SynthesisService
 
     out: dict[str, Any] = {}
@@ -163,7 +163,7 @@ async def discrimination(args: argparse.Namespace) -> dict[str, Any]:
 async def cost(args: argparse.Namespace) -> dict[str, Any]:
     """8 x 1 vs 8 x 10 criteria; with ``--pack both``, packed tails off and on in one run
     (two apps loaded side by side, their measurements alternating)."""
-    from services.rubrics.schemas import ScoreRequest
+    from plaudit_wire.rubrics import ScoreRequest
     from services.rubrics.service import RubricsService
 
     question = "Why does water boil at a lower temperature on a mountain?"

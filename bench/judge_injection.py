@@ -23,10 +23,10 @@ from typing import Any
 
 from bench.common import machine
 from bench.injection import STYLES, TRIPLES, Case, Verdict, build_cases, count_flips
+from plaudit_wire.judge import PairwiseRequest
 from services.core.cache import MemoryCache
 from services.core.models.layer import model_backend
 from services.judge.cached import CachedJudge
-from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from plaudit_wire.judge import PairwiseRequest
 from services.core.cache import MemoryCache
 from services.core.models.layer import model_backend
 from services.judge import evaluation as ev
 from services.judge.cached import CachedJudge
-from services.judge.schemas import PairwiseRequest
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

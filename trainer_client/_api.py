@@ -7,11 +7,16 @@ the parsed JSON and the async client with an awaitable of it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
-from plaudit_wire.rewards import RewardsGroupRequest
+from pydantic import BaseModel
+
+from plaudit_wire.diversity import DiversityBatchResponse, DiversityResponse
+from plaudit_wire.judge import GroupResponse, PairwiseResponse, ScaleResponse
+from plaudit_wire.ordinal import AdvantagesResponse, DecomposeResponse
+from plaudit_wire.rewards import RewardsGroupRequest, RewardsGroupResponse, ValidateResponse
 
 JSONObject = dict[str, Any]
 #: A completion: its text, or ``{"id": ..., "text": ...}``.
@@ -20,6 +25,22 @@ Completion = str | Mapping[str, Any]
 Prompt = str | Sequence[Mapping[str, Any]]
 
 R = TypeVar("R")
+
+#: The server's answer model for each endpoint method: the clients read every answer through
+#: it (issue 20: one wire package for both sides), so an answer that does not match, from a
+#: server of another version, is a clear error rather than a KeyError in the trainer. Fields
+#: the model does not know are let through (a newer server may add some).
+ANSWERS: dict[str, type[BaseModel]] = {
+    "/v1/ordinal/advantages": AdvantagesResponse,
+    "/v1/ordinal/decompose": DecomposeResponse,
+    "/v1/diversity/group": DiversityResponse,
+    "/v1/diversity/groups": DiversityBatchResponse,
+    "/v1/judge/pairwise": PairwiseResponse,
+    "/v1/judge/group": GroupResponse,
+    "/v1/judge/scale": ScaleResponse,
+    "/v1/rewards/group": RewardsGroupResponse,
+    "/v1/rewards/validate": ValidateResponse,
+}
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,8 @@ class Call:
     params: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
     max_retries: int | None = None
+    #: The wire model the answer must match (None: any JSON object).
+    answer: type[BaseModel] | None = None
 
 
 def body(fields: Mapping[str, Any], options: Mapping[str, Any]) -> JSONObject:
@@ -374,4 +397,5 @@ class Endpoints(Generic[R]):
         return self._call(Call("GET", "/health/ready", max_retries=0))
 
     def _post(self, path: str, payload: JSONObject, idempotency_key: str | None) -> R:
-        return self._call(Call("POST", path, json=payload, idempotency_key=idempotency_key))
+        call = Call("POST", path, json=payload, idempotency_key=idempotency_key)
+        return self._call(replace(call, answer=ANSWERS[path]))

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from trainer_client._api import Call, Endpoints, JSONObject
 from trainer_client.config import RetryPolicy, Timeouts, as_httpx_timeout
@@ -101,16 +102,32 @@ def _decode(response: httpx.Response) -> Any:
     return _json(response)
 
 
-def _json_object(response: httpx.Response) -> JSONObject:
+def _json_object(response: httpx.Response, answer: type[BaseModel] | None = None) -> JSONObject:
+    """The answer as a JSON object, checked against the endpoint's wire model when it has one."""
     data = _json(response)
+    path, problem = response.request.url.path, None
     if not isinstance(data, dict):
+        problem = f"expected a JSON object from {path}, got {type(data).__name__}"
+    elif answer is not None:
+        try:
+            answer.model_validate(data)
+        except ValidationError as exc:
+            wrong = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                for e in exc.errors()[:3]
+            )
+            problem = (
+                f"the answer of {path} does not match {answer.__name__} "
+                f"(a server of another version?): {wrong}"
+            )
+    if problem is not None:
         raise PlauditError(
-            f"expected a JSON object from {response.request.url.path}, got {type(data).__name__}",
+            problem,
             status_code=response.status_code,
             request_id=response.headers.get(REQUEST_ID_HEADER),
             response=response,
         )
-    return data
+    return data  # type: ignore[no-any-return]
 
 
 def _json(response: httpx.Response) -> Any:
@@ -197,7 +214,7 @@ class PlauditClient(_ClientBase, Endpoints[JSONObject]):
         self.close()
 
     def _call(self, call: Call) -> JSONObject:
-        return _json_object(self._send(call))
+        return _json_object(self._send(call), call.answer)
 
     def _send(self, call: Call) -> httpx.Response:
         headers = self._call_headers(call)
@@ -287,7 +304,7 @@ class AsyncPlauditClient(_ClientBase, Endpoints[Awaitable[JSONObject]]):
         await self.aclose()
 
     async def _call(self, call: Call) -> JSONObject:
-        return _json_object(await self._send(call))
+        return _json_object(await self._send(call), call.answer)
 
     async def _send(self, call: Call) -> httpx.Response:
         headers = self._call_headers(call)

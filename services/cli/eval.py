@@ -151,7 +151,7 @@ def _sampled_rows(data: Path, fields: dict[str, Any]) -> list[dict[str, Any]]:
 def _in_process(
     data: Path, fields: dict[str, Any], judge_settings: dict[str, str | None]
 ) -> dict[str, Any]:
-    from services.judge.schemas import EvaluationRequest
+    from plaudit_wire.judge import EvaluationRequest
     from services.settings import get_settings
 
     overrides = {f"judge_{name}": v for name, v in judge_settings.items() if v is not None}

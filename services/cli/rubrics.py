@@ -110,8 +110,8 @@ def summary(result: dict[str, Any]) -> str:
 def _here(body: dict[str, Any]) -> dict[str, Any]:
     from pydantic import ValidationError
 
+    from plaudit_wire.synthesis import SynthesizeRequest
     from services.core.errors import InvalidInput
-    from services.rubrics.synthesis.schemas import SynthesizeRequest
 
     try:
         request = SynthesizeRequest.model_validate(body)

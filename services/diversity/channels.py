@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from plaudit_wire.diversity import DiversityRequest, MetricName, ScalingName
 from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
 from services.core.validation import build_request, need_two
-from services.diversity.schemas import DiversityRequest, MetricName, ScalingName
 from services.diversity.service import DiversityService
 
 

@@ -7,15 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.settings import Scope
-from services.core.web.auth import require_scope
-from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
-from services.diversity.schemas import (
+from plaudit_wire.diversity import (
     DiversityBatchRequest,
     DiversityBatchResponse,
     DiversityRequest,
     DiversityResponse,
 )
+from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.diversity.service import DiversityService
 
 router = APIRouter(

@@ -6,11 +6,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from plaudit_wire.schemas import CompletionItem, completion_ids
-from services.core.db.records import ScoredGroupRepository, content_hash
-from services.core.errors import InvalidInput
-from services.diversity import metrics
-from services.diversity.schemas import (
+from plaudit_wire.diversity import (
     CompletionDiversity,
     DiversityBatchRequest,
     DiversityBatchResponse,
@@ -20,6 +16,10 @@ from services.diversity.schemas import (
     GroupCompletions,
     GroupStats,
 )
+from plaudit_wire.schemas import CompletionItem, completion_ids
+from services.core.db.records import ScoredGroupRepository, content_hash
+from services.core.errors import InvalidInput
+from services.diversity import metrics
 from services.diversity.settings import DiversitySettings
 
 

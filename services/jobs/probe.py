@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from plaudit_wire.jobs import ProbeRequest
 from services.core.jobs.context import JobContext
-from services.jobs.schemas import ProbeRequest
 
 PROBE = "jobs.probe"
 

@@ -9,13 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from plaudit_wire.jobs import JobOut, JobPage, JobState, ProbeRequest, View
 from plaudit_wire.names import NO_NUL_PATTERN
 from services.core.errors import NotFound
 from services.core.web.deps import IdempotencyKey, PathId
 from services.core.web.paging import Paging
 from services.jobs.deps import JobCaller, JobsDep, accepted
 from services.jobs.probe import PROBE
-from services.jobs.schemas import JobOut, JobPage, JobState, ProbeRequest, View
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from plaudit_wire.jobs import JobOut, JobPage, JobProgress
 from services.core.db.tables import Job, as_utc
 from services.core.errors import Conflict, NotFound
 from services.core.jobs.queues import JobQueue
 from services.core.jobs.store import FINISHED, JobState
 from services.core.web.auth import Caller
-from services.jobs.schemas import JobOut, JobPage, JobProgress
 
 
 def job_out(job: Job, *, full: bool = True) -> JobOut:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from judges.templates import TemplateNotFoundError, load_template
+from plaudit_wire.judge import GroupRequest, Mode
 from services.core.channels import (
     Channel,
     ChannelOptionError,
@@ -17,7 +18,6 @@ from services.core.channels import (
 )
 from services.core.validation import build_request, need_two
 from services.judge import listwise
-from services.judge.schemas import GroupRequest, Mode
 from services.judge.service import (
     DEFAULT_SCALE_TEMPLATE,
     DEFAULT_TEMPLATES,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.judge.schemas import JudgeOptions, PairwiseRequest
+from plaudit_wire.judge import JudgeOptions, PairwiseRequest
 
 if TYPE_CHECKING:  # the client-only install samples votes here without the server parts
     from services.judge.service import JudgeService

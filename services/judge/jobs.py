@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from judges.backends.base import JudgeBackend
+from plaudit_wire.judge import EvaluationRequest, JudgeOptions
 from services.core.errors import Forbidden, InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.settings import CoreSettings
 from services.core.web.auth import Caller
 from services.core.web.server_files import regular_file
 from services.judge import evaluation as ev
-from services.judge.schemas import EvaluationRequest, JudgeOptions
 from services.judge.service import JudgeService
 from services.judge.settings import JudgeSettings
 

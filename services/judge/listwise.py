@@ -27,8 +27,8 @@ from judges.backends.base import ChatMessage
 from judges.fencing import neutralise
 from judges.generation import GenerateFn, GenerationRequest, GenerationResult, Sampling, generate
 from judges.templates import PromptTemplate
+from plaudit_wire.judge import JudgeStamp, ListwiseResponse, ListwiseResult
 from plaudit_wire.schemas import ItemStatus
-from services.judge.schemas import JudgeStamp, ListwiseResponse, ListwiseResult
 
 DEFAULT_TEMPLATE = "listwise@1"
 MAX_SCORE = 10

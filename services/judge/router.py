@@ -7,13 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.settings import Scope
-from services.core.web.auth import Caller, caller_with, require_scope
-from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
-from services.jobs.deps import accepted
-from services.jobs.schemas import JobOut
-from services.judge.jobs import EVALUATION, check_request
-from services.judge.schemas import (
+from plaudit_wire.jobs import JobOut
+from plaudit_wire.judge import (
     EvaluationRequest,
     GroupRequest,
     GroupResponse,
@@ -24,6 +19,11 @@ from services.judge.schemas import (
     ScaleRequest,
     ScaleResponse,
 )
+from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.jobs.deps import accepted
+from services.judge.jobs import EVALUATION, check_request
 from services.judge.service import JudgeService
 
 router = APIRouter(

@@ -16,15 +16,7 @@ from judges.templates import (
     TemplateNotFoundError,
     load_template,
 )
-from plaudit_wire.schemas import Prompt, completion_ids
-from services.core.db.records import ScoredGroupRepository, content_hash
-from services.core.errors import BackendUnavailable, InvalidInput
-from services.judge import listwise, structured
-from services.judge import orders as order_logic
-from services.judge.cached import CachedJudge
-from services.judge.listwise import ListwiseOutcome
-from services.judge.pairing import ANCHOR, make_pairs
-from services.judge.schemas import (
+from plaudit_wire.judge import (
     CompletionJudged,
     GroupRequest,
     GroupResponse,
@@ -39,6 +31,14 @@ from services.judge.schemas import (
     ScaleResponse,
     ScaleResult,
 )
+from plaudit_wire.schemas import Prompt, completion_ids
+from services.core.db.records import ScoredGroupRepository, content_hash
+from services.core.errors import BackendUnavailable, InvalidInput
+from services.judge import listwise, structured
+from services.judge import orders as order_logic
+from services.judge.cached import CachedJudge
+from services.judge.listwise import ListwiseOutcome
+from services.judge.pairing import ANCHOR, make_pairs
 from services.judge.scoring import PairOutcome, score_group
 from services.judge.settings import JudgeSettings
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from judges.generation import GenerateFn, GenerationRequest, Sampling, generate
+from plaudit_wire.rubrics import Criterion
 from services.memory.operations import EditOperation
 from services.memory.prompts import (
     ANALYSIS_SCHEMA,
@@ -21,7 +22,6 @@ from services.memory.prompts import (
     analyst_messages,
     editor_messages,
 )
-from services.rubrics.schemas import Criterion
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.rubrics.schemas import Criterion, CriterionIn
+from plaudit_wire.rubrics import Criterion, CriterionIn
 from services.rubrics.validation import normalized_text
 
 OpName = Literal["add", "remove", "reword", "reweight"]

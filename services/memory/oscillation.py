@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plaudit_wire.rubrics import Criterion, RubricContent, RubricRef, ScoreOptions
 from plaudit_wire.schemas import CompletionItem
 from services.memory import guard
 from services.memory.models import MemoryRevision, MemoryRollout
 from services.memory.operations import Checked, PastOperation
 from services.memory.repository import MemoryRepository
 from services.memory.settings import MemorySettings
-from services.rubrics.schemas import Criterion, RubricContent, RubricRef, ScoreOptions
 from services.rubrics.service import RubricsService
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judges.backends.base import ChatMessage, system, user
-from services.rubrics.schemas import Criterion
+from plaudit_wire.rubrics import Criterion
 
 ANALYSIS_SCHEMA: dict[str, Any] = {
     "type": "object",

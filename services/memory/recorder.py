@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from plaudit_wire.rubrics import Criterion
 from services.core.db.tables import utcnow
 from services.memory import stats as st
 from services.memory.models import MemoryRecordRow, MemoryRollout
@@ -24,7 +25,6 @@ from services.memory.repository import MemoryRepository, RecordFilter, new_id
 from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps
 from services.rubrics.adaptive import AdaptiveGroup
-from services.rubrics.schemas import Criterion
 from services.rubrics.service import RubricsService
 
 log = logging.getLogger(__name__)

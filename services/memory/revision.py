@@ -25,6 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from judges.generation import GenerateFn
+from plaudit_wire.rubrics import (
+    Criterion,
+    RubricOut,
+    RubricUpdate,
+)
 from services.core.context import OPEN, principal_var
 from services.core.db.tables import utcnow
 from services.core.errors import Conflict
@@ -47,11 +52,6 @@ from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps
 from services.memory.texts import analysis_text, describe, name_new_ids, sample_rollouts
 from services.memory.views import candidate
-from services.rubrics.schemas import (
-    Criterion,
-    RubricOut,
-    RubricUpdate,
-)
 from services.rubrics.service import RubricsService
 
 log = logging.getLogger(__name__)

@@ -8,13 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from plaudit_wire.schemas import INT32_MAX, Page
-from services.core.settings import Scope
-from services.core.web.auth import require_scope
-from services.core.web.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
-from services.core.web.paging import Paging
-from services.memory.repository import RecordFilter
-from services.memory.schemas import (
+from plaudit_wire.memory import (
     IngestOut,
     IngestRequest,
     IngestStatus,
@@ -31,6 +25,12 @@ from services.memory.schemas import (
     StepDetail,
     StepOut,
 )
+from plaudit_wire.schemas import INT32_MAX, Page
+from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, PathId, QueryId, ResourcesDep, service_of
+from services.core.web.paging import Paging
+from services.memory.repository import RecordFilter
 from services.memory.service import MemoryService
 
 router = APIRouter(prefix="/v1/memory", tags=["memory"])

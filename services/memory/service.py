@@ -17,20 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from judges.generation import GenerateFn
-from plaudit_wire.schemas import Page
-from services.core.context import current_principal
-from services.core.db.tables import utcnow
-from services.core.errors import NotFound
-from services.core.jobs.queues import JobQueue
-from services.judge.service import prompt_text
-from services.memory import retrieval as rt
-from services.memory.approval import Approvals
-from services.memory.ingest import IngestQueue
-from services.memory.models import MemoryRevision
-from services.memory.recorder import Recorder, TextEmbedder, add_rubric_update
-from services.memory.repository import MemoryRepository, RecordFilter, new_id
-from services.memory.revision import REVISE, Reviser
-from services.memory.schemas import (
+from plaudit_wire.memory import (
     CriterionLabel,
     CurvePoint,
     IngestOut,
@@ -49,6 +36,20 @@ from services.memory.schemas import (
     StepDetail,
     StepOut,
 )
+from plaudit_wire.rubrics import RollbackRequest
+from plaudit_wire.schemas import Page
+from services.core.context import current_principal
+from services.core.db.tables import utcnow
+from services.core.errors import NotFound
+from services.core.jobs.queues import JobQueue
+from services.judge.service import prompt_text
+from services.memory import retrieval as rt
+from services.memory.approval import Approvals
+from services.memory.ingest import IngestQueue
+from services.memory.models import MemoryRevision
+from services.memory.recorder import Recorder, TextEmbedder, add_rubric_update
+from services.memory.repository import MemoryRepository, RecordFilter, new_id
+from services.memory.revision import REVISE, Reviser
 from services.memory.settings import MemorySettings
 from services.memory.stamps import Stamps
 from services.memory.views import (
@@ -60,7 +61,6 @@ from services.memory.views import (
     step_out,
 )
 from services.rubrics.adaptive import AdaptiveGroup
-from services.rubrics.schemas import RollbackRequest
 from services.rubrics.service import RubricsService
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from plaudit_wire.rubrics import Criterion
 from services.rubrics.aggregate import passed
-from services.rubrics.schemas import Criterion
 
 #: A required criterion that asks for something to be present ("Mentions X", "Includes a
 #: table"): the kind whose saturation goes with longer, padded answers in rubric RL.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from plaudit_wire.rubrics import Criterion, RubricOut
 from services.memory import llm
 from services.memory.models import MemoryRollout
-from services.rubrics.schemas import Criterion, RubricOut
 
 
 def sample_rollouts(rows: Sequence[MemoryRollout], n: int) -> list[tuple[MemoryRollout, int]]:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.core.db.tables import utc_iso
-from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRun
-from services.memory.retrieval import Candidate
-from services.memory.schemas import (
+from plaudit_wire.memory import (
     AnalysisOut,
     Flag,
     RecordOut,
@@ -16,6 +13,9 @@ from services.memory.schemas import (
     StepOut,
     StepStatsOut,
 )
+from services.core.db.tables import utc_iso
+from services.memory.models import MemoryRecordRow, MemoryRevision, MemoryRun
+from services.memory.retrieval import Candidate
 
 iso = utc_iso
 

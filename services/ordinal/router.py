@@ -7,15 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from services.core.settings import Scope
-from services.core.web.auth import require_scope
-from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
-from services.ordinal.schemas import (
+from plaudit_wire.ordinal import (
     AdvantagesRequest,
     AdvantagesResponse,
     DecomposeRequest,
     DecomposeResponse,
 )
+from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
 from services.ordinal.service import OrdinalService
 
 router = APIRouter(

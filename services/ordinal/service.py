@@ -6,11 +6,7 @@ import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from services.core.db.records import ScoredGroupRepository, content_hash
-from services.core.errors import InvalidInput
-from services.ordinal import estimators
-from services.ordinal.levels import check_bin_edges, integer_levels, resolve_k
-from services.ordinal.schemas import (
+from plaudit_wire.ordinal import (
     AdvantagesRequest,
     AdvantagesResponse,
     DecomposeRequest,
@@ -18,6 +14,10 @@ from services.ordinal.schemas import (
     GroupOut,
     ThresholdOut,
 )
+from services.core.db.records import ScoredGroupRepository, content_hash
+from services.core.errors import InvalidInput
+from services.ordinal import estimators
+from services.ordinal.levels import check_bin_edges, integer_levels, resolve_k
 from services.ordinal.settings import OrdinalSettings
 
 

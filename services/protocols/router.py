@@ -13,18 +13,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from plaudit_wire.schemas import ID_PATTERN, INT32_MAX
-from services.core.errors import Unauthorized
-from services.core.settings import CoreSettings, Scope
-from services.core.web.auth import authorize, require_scope, scopes_for
-from services.core.web.deps import service_of
-from services.protocols.schemas import (
+from plaudit_wire.protocols import (
     FailurePolicy,
     OpenRLHFRequest,
     OpenRLHFResponse,
     SlimeRequest,
     SlimeResponse,
 )
+from plaudit_wire.schemas import ID_PATTERN, INT32_MAX
+from services.core.errors import Unauthorized
+from services.core.settings import CoreSettings, Scope
+from services.core.web.auth import authorize, require_scope, scopes_for
+from services.core.web.deps import service_of
 from services.protocols.service import ProtocolOptions, ProtocolService
 
 _reward_scope = require_scope(Scope.reward)

@@ -21,6 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plaudit_wire.protocols import (
+    FailurePolicy,
+    OpenRLHFRequest,
+    OpenRLHFResponse,
+    SlimeRequest,
+    SlimeResponse,
+)
 from plaudit_wire.rewards import RewardsGroupRequest
 from plaudit_wire.schemas import Prompt
 from plaudit_wire.text import strip_end_markers
@@ -29,13 +36,6 @@ from services.core.db.records import content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.protocols.buffer import GroupBuffer, Settle
 from services.protocols.in_flight import GroupsInFlight
-from services.protocols.schemas import (
-    FailurePolicy,
-    OpenRLHFRequest,
-    OpenRLHFResponse,
-    SlimeRequest,
-    SlimeResponse,
-)
 from services.protocols.scoring import (
     GROUP_TOO_SMALL,
     RecentGroups,

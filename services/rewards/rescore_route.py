@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from plaudit_wire.jobs import JobOut
 from services.core.db.records import ScoredGroupRepository
 from services.core.errors import NotFound
 from services.core.settings import Scope
 from services.core.web.auth import Caller, caller_with, require_scope
 from services.core.web.deps import IdempotencyKey, PathId, get_resources, service_of
 from services.jobs.deps import accepted
-from services.jobs.schemas import JobOut
 from services.rewards.rescore import RESCORE, RescoreParams, RescoreRequest
 from services.rewards.service import RewardsService
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from plaudit_wire.rubrics import RubricContent, RubricRef, ScoreResponse
 from services.core.context import current_principal
-from services.rubrics.schemas import RubricContent, RubricRef, ScoreResponse
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from services.rubrics.schemas import Criterion, CriterionKind, Normalize
+from plaudit_wire.rubrics import Criterion, CriterionKind, Normalize
 
 #: Focal weights never fall below this share of the rubric weight, so a criterion every
 #: completion passes still counts a little (and the required sum never reaches 0).

@@ -17,6 +17,14 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from plaudit_wire.rubrics import (
+    InlineRubric,
+    RubricContent,
+    RubricRef,
+    RubricReference,
+    ScoreOptions,
+    ScoreResponse,
+)
 from services.core.channels import (
     Channel,
     ChannelOptionError,
@@ -28,14 +36,6 @@ from services.core.errors import InvalidInput
 from services.judge.service import prompt_text
 from services.rubrics import adaptive, aggregate
 from services.rubrics.prompts import load_template
-from services.rubrics.schemas import (
-    InlineRubric,
-    RubricContent,
-    RubricRef,
-    RubricReference,
-    ScoreOptions,
-    ScoreResponse,
-)
 from services.rubrics.service import RubricsService
 
 CHANNEL = "rubric"

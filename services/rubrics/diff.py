@@ -9,7 +9,7 @@ Criterion ids are stable across versions, so a reworded criterion shows as ``cha
 
 from __future__ import annotations
 
-from services.rubrics.schemas import (
+from plaudit_wire.rubrics import (
     Criterion,
     CriterionChange,
     FieldChange,

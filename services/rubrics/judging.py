@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from judges.backends.base import ChoiceResult, GenerateResult
 from judges.templates import PromptTemplate
+from plaudit_wire.rubrics import Criterion
 from plaudit_wire.schemas import ItemStatus
 from services.judge.cached import CachedJudge
 from services.rubrics.prompts import p_yes, render, rubric_listing
-from services.rubrics.schemas import Criterion
 from services.rubrics.verdicts import parse_verdicts, verdicts_schema
 
 FenceCode = Callable[[PromptTemplate, str], "str | None"]

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from judges.templates import PromptTemplate, RenderedPrompt, TemplateError, TemplateNotFoundError
 from judges.templates import load_template as _load_template
+from plaudit_wire.rubrics import Criterion, RubricMode
 from services.core.errors import InvalidInput
-from services.rubrics.schemas import Criterion, RubricMode
 
 BASE_TEMPLATES: dict[RubricMode, str] = {
     "logprob": "rubric_criterion",

@@ -12,13 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from plaudit_wire.names import NO_NUL_PATTERN
-from plaudit_wire.schemas import Page
-from services.core.settings import Scope
-from services.core.web.auth import require_scope
-from services.core.web.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
-from services.core.web.paging import Paging
-from services.rubrics.repository import ListFilter
-from services.rubrics.schemas import (
+from plaudit_wire.rubrics import (
     ImportResult,
     RollbackRequest,
     RubricCreate,
@@ -29,6 +23,12 @@ from services.rubrics.schemas import (
     ScoreRequest,
     ScoreResponse,
 )
+from plaudit_wire.schemas import Page
+from services.core.settings import Scope
+from services.core.web.auth import require_scope
+from services.core.web.deps import IdempotencyKey, PathId, ResourcesDep, replayable, service_of
+from services.core.web.paging import Paging
+from services.rubrics.repository import ListFilter
 from services.rubrics.service import RubricsService
 
 router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])

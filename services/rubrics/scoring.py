@@ -11,12 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from plaudit_wire.schemas import CompletionItem, completion_ids
-from services.core.errors import BackendUnavailable, InvalidInput
-from services.rubrics import aggregate
-from services.rubrics.judging import Case, Graded, Judged, RubricJudge
-from services.rubrics.prompts import load_template
-from services.rubrics.schemas import (
+from plaudit_wire.rubrics import (
     CompletionScore,
     Criterion,
     CriterionResult,
@@ -26,6 +21,11 @@ from services.rubrics.schemas import (
     ScoreOptions,
     ScoreResponse,
 )
+from plaudit_wire.schemas import CompletionItem, completion_ids
+from services.core.errors import BackendUnavailable, InvalidInput
+from services.rubrics import aggregate
+from services.rubrics.judging import Case, Graded, Judged, RubricJudge
+from services.rubrics.prompts import load_template
 
 FAILED = ("error", "timeout")
 

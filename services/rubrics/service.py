@@ -19,6 +19,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from plaudit_wire.rubrics import (
+    ImportResult,
+    InlineRubric,
+    RollbackRequest,
+    RubricContent,
+    RubricCreate,
+    RubricDiff,
+    RubricFields,
+    RubricOut,
+    RubricRef,
+    RubricUpdate,
+    RubricVersionInfo,
+    ScoreOptions,
+    ScoreRequest,
+    ScoreResponse,
+)
 from plaudit_wire.schemas import INT32_MAX, CompletionItem, Page, Prompt
 from plaudit_wire.unicode_check import find_surrogates
 from services.core.db.records import ScoredGroupRepository, content_hash
@@ -35,22 +51,6 @@ from services.rubrics.repository import (
     RubricHead,
     RubricRepository,
     RubricVersion,
-)
-from services.rubrics.schemas import (
-    ImportResult,
-    InlineRubric,
-    RollbackRequest,
-    RubricContent,
-    RubricCreate,
-    RubricDiff,
-    RubricFields,
-    RubricOut,
-    RubricRef,
-    RubricUpdate,
-    RubricVersionInfo,
-    ScoreOptions,
-    ScoreRequest,
-    ScoreResponse,
 )
 from services.rubrics.scoring import score_completions
 from services.rubrics.settings import RubricsSettings

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from plaudit_wire.rubrics import Criterion, CriterionIn, RubricFields
 from services.core.errors import InvalidInput
-from services.rubrics.schemas import Criterion, CriterionIn, RubricFields
 from services.rubrics.settings import RubricsSettings
 
 _SPACE = re.compile(r"\s+")

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from plaudit_wire.runs import RunSummary
 from plaudit_wire.schemas import ID_PATTERN, Page, ScoredGroupOut
 from services.core.settings import Scope
 from services.core.web.auth import require_scope
 from services.core.web.deps import PathId, service_of
 from services.core.web.paging import Paging
-from services.runs.schemas import RunSummary
 from services.runs.service import RunsService
 
 router = APIRouter(

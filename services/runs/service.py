@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from plaudit_wire.runs import RunSummary, SpecUse
 from plaudit_wire.schemas import Page, ScoredGroupOut
 from services.core.db.records import ScoredGroupRepository, group_out
 from services.core.db.tables import utc_iso
-from services.runs.schemas import RunSummary, SpecUse
 
 
 class RunsService:

@@ -12,13 +12,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from plaudit_wire.jobs import JobOut
 from plaudit_wire.names import NAME_PATTERN
 from services.core.settings import Scope
 from services.core.web.auth import Caller, caller_with, require_scope
 from services.core.web.deps import IdempotencyKey, ResourcesDep, service_of
 from services.core.web.paging import Paging
 from services.jobs.deps import accepted
-from services.jobs.schemas import JobOut
 from services.simulator.jobs import CALIBRATE, check_request
 from services.simulator.schemas import (
     CalibrationPage,

@@ -7,9 +7,9 @@ from __future__ import annotations
 from judges.backends.base import user
 from judges.backends.openai_backend import OpenAIBackend, OpenAIConfig
 from judges.generation import GenerationRequest, Sampling, generate
+from plaudit_wire.rubrics import Criterion
 from services.memory.llm import _operation
 from services.memory.prompts import ANALYSIS_SCHEMA, EDIT_SCHEMA, editor_messages
-from services.rubrics.schemas import Criterion
 from tests.judges.openai_standin import MODEL, stand_in_server
 
 CRITERIA = [

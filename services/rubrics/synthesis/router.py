@@ -7,22 +7,22 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from plaudit_wire.jobs import JobOut
 from plaudit_wire.schemas import Page
-from services.core.settings import Scope
-from services.core.web.auth import Caller, caller_with, require_scope
-from services.core.web.deps import IdempotencyKey, service_of
-from services.core.web.paging import Paging
-from services.jobs.deps import accepted
-from services.jobs.schemas import JobOut
-from services.rubrics.synthesis import export
-from services.rubrics.synthesis.jobs import SYNTHESIZE
-from services.rubrics.synthesis.schemas import (
+from plaudit_wire.synthesis import (
     ExportFormat,
     InstanceOut,
     InstanceStatus,
     Stage,
     SynthesizeRequest,
 )
+from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, service_of
+from services.core.web.paging import Paging
+from services.jobs.deps import accepted
+from services.rubrics.synthesis import export
+from services.rubrics.synthesis.jobs import SYNTHESIZE
 from services.rubrics.synthesis.service import SynthesisService
 
 router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])

@@ -17,10 +17,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from plaudit_wire.rubrics import CriterionIn, RubricCreate
 from plaudit_wire.schemas import Page
+from plaudit_wire.synthesis import (
+    InstanceOut,
+    InstanceStatus,
+    Stage,
+    SynthesisResult,
+    SynthesizeRequest,
+)
 from services.core.errors import InvalidInput, NotFound
 from services.judge.cached import CachedJudge
-from services.rubrics.schemas import CriterionIn, RubricCreate
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings
 from services.rubrics.synthesis import corpus
@@ -36,13 +43,6 @@ from services.rubrics.synthesis.pipeline import (
     survivor_json,
 )
 from services.rubrics.synthesis.repository import NewInstance, SqlInstanceRepository
-from services.rubrics.synthesis.schemas import (
-    InstanceOut,
-    InstanceStatus,
-    Stage,
-    SynthesisResult,
-    SynthesizeRequest,
-)
 
 
 class SynthesisService:

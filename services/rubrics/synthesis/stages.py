@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from plaudit_wire.synthesis import SynthesisOptions
 from services.rubrics.synthesis.generator import Candidate
-from services.rubrics.synthesis.schemas import SynthesisOptions
 
 _WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)")

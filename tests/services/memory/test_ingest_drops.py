@@ -16,9 +16,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from plaudit_wire.rubrics import Criterion
 from services.memory import stats as st
 from services.memory.ingest import IngestQueue, Retry
-from services.rubrics.schemas import Criterion
 from tests.services.memory.conftest import ADMIN, TRAINER, Make, client, memory_of
 from tests.services.memory.helpers import create_rubric
 

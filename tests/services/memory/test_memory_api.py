@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from plaudit_wire.rubrics import Criterion
 from services.memory import stats as st
-from services.rubrics.schemas import Criterion
 from tests.services.memory.conftest import ADMIN, TRAINER, Make, client
 from tests.services.memory.helpers import RUN, create_rubric, memory_stamp, score_step, settle
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from plaudit_wire.rubrics import Criterion
 from services.memory import guard
 from services.memory import retrieval as rt
 from services.memory import stats as st
@@ -20,7 +21,6 @@ from services.memory.operations import (
     find_undo,
 )
 from services.memory.stamps import Stamps
-from services.rubrics.schemas import Criterion
 
 C = [
     Criterion(id="c1", text="Says the pressure is lower", weight=3, kind="required", anchor=True),

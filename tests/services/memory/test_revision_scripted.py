@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from plaudit_wire.rubrics import Criterion
 from services.rubrics.aggregate import focal_weights
-from services.rubrics.schemas import Criterion
 from tests.services.memory.conftest import ADMIN, TRAINER, Make, client, memory_of
 from tests.services.memory.helpers import RUN, create_rubric, memory_stamp, score_step, settle
 from tests.services.memory.scripted import ScriptedLLM

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from judges.templates import load_template
+from plaudit_wire.rubrics import Criterion
 from services.core.cache import MemoryCache
 from services.judge.cached import CachedJudge
 from services.rubrics.judging import Case, RubricJudge
-from services.rubrics.schemas import Criterion
 from services.rubrics.verdicts import verdicts_schema
 
 pytestmark = pytest.mark.slow

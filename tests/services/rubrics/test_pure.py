@@ -15,18 +15,18 @@ import services.rubrics.prompts
 import services.rubrics.validation
 import services.rubrics.verdicts
 import trainer_client._groups
-from services.core.errors import InvalidInput
-from services.rubrics import aggregate
-from services.rubrics.channels import RubricSpec
-from services.rubrics.diff import diff_versions
-from services.rubrics.prompts import default_template, load_template, rubric_listing
-from services.rubrics.schemas import (
+from plaudit_wire.rubrics import (
     Criterion,
     CriterionIn,
     RubricContent,
     RubricCreate,
     ScoreOptions,
 )
+from services.core.errors import InvalidInput
+from services.rubrics import aggregate
+from services.rubrics.channels import RubricSpec
+from services.rubrics.diff import diff_versions
+from services.rubrics.prompts import default_template, load_template, rubric_listing
 from services.rubrics.settings import RubricsSettings
 from services.rubrics.validation import assign_ids, check_rubric, normalized_text
 from services.rubrics.verdicts import parse_verdicts

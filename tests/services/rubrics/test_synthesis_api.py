@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from plaudit_wire.synthesis import SynthesizeRequest
 from services.app import create_app
 from services.core.models.embedder import Embedder
 from services.rubrics.synthesis import corpus
-from services.rubrics.synthesis.schemas import SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService
 from services.settings import Settings
 from tests.services.core.jobs.conftest import finished, wait_until

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from plaudit_wire.synthesis import InstanceOut, SynthesisOptions
 from services.rubrics.synthesis import domains, export, stages
 from services.rubrics.synthesis.corpus import Document
 from services.rubrics.synthesis.generator import Candidate, CriterionDraft
 from services.rubrics.synthesis.pipeline import Record, stage_counts
-from services.rubrics.synthesis.schemas import InstanceOut, SynthesisOptions
 from tests.services.rubrics.synth_docs import DOCS
 
 OPTIONS = SynthesisOptions()

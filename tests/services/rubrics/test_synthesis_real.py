@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
+from plaudit_wire.synthesis import STAGES, SynthesizeRequest
 from services.app import create_app
 from services.core.models.embedder import Embedder
 from services.rubrics.synthesis.generator import CANDIDATE_SCHEMA
-from services.rubrics.synthesis.schemas import STAGES, SynthesizeRequest
 from services.rubrics.synthesis.service import SynthesisService
 from services.settings import Settings
 from tests.services.rubrics.synth_docs import DOCS

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from plaudit_wire.judge import EvaluationRequest
 from services.core.cache import MemoryCache
 from services.judge import evaluation as ev
 from services.judge.cached import CachedJudge
 from services.judge.jobs import run_evaluation, sampled_votes
-from services.judge.schemas import EvaluationRequest
 from services.judge.service import JudgeService
 from tests.conftest import assert_envelope
 from tests.services.core.jobs.conftest import Client, Runner, finished, started, wait_until

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from plaudit_wire.names import NO_NUL_PATTERN
+from plaudit_wire.rubrics import RubricOut, RubricReference
 from plaudit_wire.schemas import INT32_MAX, Completions, Id, Prompt, StoredModel, StrictModel
-from services.rubrics.schemas import RubricOut, RubricReference
 
 RecordKind = Literal["rollout_analysis", "step_summary", "rubric_update"]
 #: ``approving``: an admin's approval of a held revision is being applied (a moment).

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from plaudit_wire.rubrics import RubricMode
 from plaudit_wire.schemas import StoredModel, exactly_one_of
-from services.rubrics.schemas import RubricMode
 
 #: The stages in order; a rejected candidate names the one that rejected it.
 Stage = Literal["filter", "domain", "generate", "instance", "rubric"]
