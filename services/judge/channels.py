@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from judges.templates import TemplateNotFoundError, load_template
-from plaudit_wire.judge import GroupRequest, Mode
+from plaudit_wire.judge import JudgeOptions, Mode
 from services.core.channels import (
     Channel,
     ChannelOptionError,
@@ -23,6 +23,7 @@ from services.judge.service import (
     DEFAULT_TEMPLATES,
     JudgeService,
     prompt_text,
+    truncated_flags,
 )
 
 
@@ -112,28 +113,37 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
 
     async def pairwise(spec: JudgePairwiseSpec, group: GroupInput) -> ChannelOutcome:
         need_two("judge_pairwise", group.completions)
-        lengths = None if group.token_counts is None else [float(n) for n in group.token_counts]
-        request = build_request(
-            GroupRequest,
-            prompt=group.prompt,
-            completions=group.completions,
-            finish_reasons=group.finish_reasons,
-            lengths=lengths,
-            **spec.model_dump(exclude={"weight"}),
+        options = build_request(
+            JudgeOptions,
+            **spec.model_dump(include={"mode", "swap", "template", "criteria"}),
             cache=judge.channel_cache,
         )
-        response = await judge.group(request)
+        g = len(group.completions)
+        played = await judge.tournament(
+            prompt_text(group.prompt),
+            [c.text for c in group.completions],
+            options,
+            pairing=spec.pairing,
+            budget=spec.budget,
+            scoring=spec.scoring,
+            truncated=truncated_flags(g, None, group.finish_reasons),
+            lengths=None if group.token_counts is None else [float(n) for n in group.token_counts],
+            length_discount=spec.length_discount,
+        )
         meta = {
-            **response.judge.model_dump(),
-            "scoring": response.scoring,
-            "pairing": response.pairing,
-            "inconsistency_rate": response.inconsistency_rate,
+            **played.stamp.model_dump(),
+            "scoring": spec.scoring,
+            "pairing": spec.pairing,
+            "inconsistency_rate": played.inconsistency_rate(),
         }
         return ChannelOutcome(
-            values=[r.reward for r in response.results],
-            statuses=[r.status for r in response.results],
+            values=played.rewards,
+            statuses=played.statuses,
             meta=meta,
-            details=[{"tie": r.tie, "pairs": r.pairs} for r in response.results],
+            details=[
+                {"tie": tie, "pairs": pairs}
+                for tie, pairs in zip(played.tie_mask, played.judged_pairs, strict=True)
+            ],
         )
 
     async def scale(spec: JudgeScaleSpec, group: GroupInput) -> ChannelOutcome:

@@ -38,8 +38,8 @@ from services.judge import listwise, structured
 from services.judge import orders as order_logic
 from services.judge.cached import CachedJudge
 from services.judge.listwise import ListwiseOutcome
-from services.judge.pairing import ANCHOR, make_pairs
-from services.judge.scoring import PairOutcome, score_group
+from services.judge.pairing import ANCHOR, Pairing, make_pairs
+from services.judge.scoring import PairOutcome, Scoring, score_group
 from services.judge.settings import JudgeSettings
 
 FAILED = ("error", "timeout", "invalid")
@@ -81,6 +81,24 @@ class Grades:
             None if d is None else max(range(len(d)), key=d.__getitem__) + 1
             for d in self.distributions
         ]
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """A pairwise tournament over a group (:meth:`JudgeService.tournament`): the pairs played
+    and their judgments, then per completion its reward, tie flag, judged pairs and status."""
+
+    pairs: list[tuple[int, int]]
+    judged: list[order_logic.PairJudgment]
+    rewards: list[float | None]
+    tie_mask: list[bool]
+    judged_pairs: list[int]
+    statuses: list[str]
+    stamp: JudgeStamp
+
+    def inconsistency_rate(self) -> float | None:
+        """The share of pairs whose two orders disagree."""
+        return _inconsistency(self.judged)
 
 
 class JudgeService:
@@ -137,29 +155,82 @@ class JudgeService:
 
     async def group(self, request: GroupRequest) -> GroupResponse:
         """Per-completion rewards of one group from pairwise judgments."""
-        g = len(request.completions)
+        played = await self.tournament(
+            prompt_text(request.prompt),
+            [c.text for c in request.completions],
+            request,
+            pairing=request.pairing,
+            anchor=request.anchor,
+            budget=request.budget,
+            seed=request.seed,
+            scoring=request.scoring,
+            truncated=truncated_flags(
+                len(request.completions), request.truncated, request.finish_reasons
+            ),
+            lengths=request.lengths,
+            length_discount=request.length_discount,
+        )
+        response = _group_response(request, played)
+        await self._store("judge.group", request, response.model_dump())
+        return response
+
+    async def tournament(
+        self,
+        question: str,
+        texts: Sequence[str],
+        options: JudgeOptions,
+        *,
+        pairing: Pairing = "adjacent",
+        anchor: str | None = None,
+        budget: int | None = None,
+        seed: int = 0,
+        scoring: Scoring = "pprgde",
+        truncated: Sequence[bool] | None = None,
+        lengths: Sequence[float] | None = None,
+        length_discount: bool = False,
+    ) -> Tournament:
+        """A pairwise tournament over ``texts`` answering ``question``: the port the HTTP route
+        and the ``judge_pairwise`` channel share (issue 20: no HTTP models inside the process).
+        ``lengths`` default to word counts; ``truncated`` marks completions cut off."""
+        g = len(texts)
         self._check_group_size(g)
-        template = self.template_for(request)
-        pairs = make_pairs(request.pairing, g, budget=request.budget, seed=request.seed)
+        template = self.template_for(options)
+        pairs = make_pairs(pairing, g, budget=budget, seed=seed)
         if len(pairs) > self._settings.max_pairs:
             raise InvalidInput(
                 f"{len(pairs)} pairs exceed the limit of {self._settings.max_pairs}; "
                 "set a round_robin budget",
                 param="budget",
             )
-        texts = [c.text for c in request.completions]
-        anchor = request.anchor or ""
 
         def text(index: int) -> str:
-            return anchor if index == ANCHOR else texts[index]
+            return (anchor or "") if index == ANCHOR else texts[index]
 
         judged = await self.judge_pairs(
-            template, prompt_text(request.prompt), [(text(i), text(j)) for i, j in pairs], request
+            template, question, [(text(i), text(j)) for i, j in pairs], options
         )
         _unavailable_if_nothing_judged([p.status for p in judged], _first_error(judged[0]))
-        response = self._group_response(request, template, pairs, judged)
-        await self._store("judge.group", request, response.model_dump())
-        return response
+        outcomes = [
+            PairOutcome(i, j, p.p_a, p.winner if p.status not in FAILED else None)
+            for (i, j), p in zip(pairs, judged, strict=True)
+        ]
+        scores = score_group(
+            scoring,
+            outcomes,
+            g,
+            truncated=list(truncated or [False] * g),
+            lengths=list(lengths or [float(len(re.findall(r"\S+", t))) for t in texts]),
+            length_discount=length_discount,
+        )
+        return Tournament(
+            pairs=pairs,
+            judged=judged,
+            rewards=scores.rewards,
+            tie_mask=scores.tie_mask,
+            judged_pairs=scores.judged_pairs,
+            statuses=_completion_statuses(g, pairs, judged),
+            stamp=self._stamp(template, options, _sources(judged)),
+        )
 
     async def scale(self, request: ScaleRequest) -> ScaleResponse:
         """A 1..K grade distribution per completion (ready for /v1/ordinal/advantages)."""
@@ -355,62 +426,6 @@ class JudgeService:
             out[i] = order_logic.from_scored_verdict(judged[i], result)
         return out
 
-    def _group_response(
-        self,
-        request: GroupRequest,
-        template: PromptTemplate,
-        pairs: list[tuple[int, int]],
-        judged: list[order_logic.PairJudgment],
-    ) -> GroupResponse:
-        g = len(request.completions)
-        ids = completion_ids(request.completions)
-        outcomes = [
-            PairOutcome(i, j, p.p_a, p.winner if p.status not in FAILED else None)
-            for (i, j), p in zip(pairs, judged, strict=True)
-        ]
-        scores = score_group(
-            request.scoring,
-            outcomes,
-            g,
-            truncated=_truncated(request),
-            lengths=request.lengths
-            or [float(len(re.findall(r"\S+", c.text))) for c in request.completions],
-            length_discount=request.length_discount,
-        )
-        statuses = _completion_statuses(g, pairs, judged)
-        label = {ANCHOR: "anchor", **dict(enumerate(ids))}
-        return GroupResponse(
-            scoring=request.scoring,
-            pairing=request.pairing,
-            rewards=scores.rewards,
-            tie_mask=scores.tie_mask,
-            status=statuses,
-            results=[
-                CompletionJudged(
-                    id=ids[i],
-                    reward=scores.rewards[i],
-                    tie=scores.tie_mask[i],
-                    pairs=scores.judged_pairs[i],
-                    status=statuses[i],
-                )
-                for i in range(g)
-            ],
-            pairs=[
-                PairOut(
-                    a=label[i],
-                    b=label[j],
-                    p_a=p.p_a,
-                    winner=p.winner,
-                    consistent=p.consistent,
-                    status=p.status,
-                )
-                for (i, j), p in zip(pairs, judged, strict=True)
-            ],
-            inconsistency_rate=_inconsistency(judged),
-            first_slot_rate=_first_slot_rate(judged),
-            judge=self._stamp(template, request, _sources(judged)),
-        )
-
     async def _store(
         self,
         service: str,
@@ -557,11 +572,49 @@ def _first_error(pair: order_logic.PairJudgment) -> str:
     return pair.status
 
 
-def _truncated(request: GroupRequest) -> list[bool]:
-    g = len(request.completions)
-    flags = list(request.truncated or [False] * g)
-    if request.finish_reasons:
-        flags = [f or r == "length" for f, r in zip(flags, request.finish_reasons, strict=True)]
+def _group_response(request: GroupRequest, played: Tournament) -> GroupResponse:
+    ids = completion_ids(request.completions)
+    label = {ANCHOR: "anchor", **dict(enumerate(ids))}
+    return GroupResponse(
+        scoring=request.scoring,
+        pairing=request.pairing,
+        rewards=played.rewards,
+        tie_mask=played.tie_mask,
+        status=played.statuses,
+        results=[
+            CompletionJudged(
+                id=cid,
+                reward=played.rewards[i],
+                tie=played.tie_mask[i],
+                pairs=played.judged_pairs[i],
+                status=played.statuses[i],
+            )
+            for i, cid in enumerate(ids)
+        ],
+        pairs=[
+            PairOut(
+                a=label[i],
+                b=label[j],
+                p_a=p.p_a,
+                winner=p.winner,
+                consistent=p.consistent,
+                status=p.status,
+            )
+            for (i, j), p in zip(played.pairs, played.judged, strict=True)
+        ],
+        inconsistency_rate=played.inconsistency_rate(),
+        first_slot_rate=_first_slot_rate(played.judged),
+        judge=played.stamp,
+    )
+
+
+def truncated_flags(
+    g: int, truncated: Sequence[bool] | None, finish_reasons: Sequence[str | None] | None
+) -> list[bool]:
+    """Which of ``g`` completions were cut off: flagged, or finished for ``length``."""
+    flags = list(truncated or [False] * g)
+    if finish_reasons:
+        flags = [f or r == "length" for f, r in zip(flags, finish_reasons, strict=True)]
     return flags
 
 
