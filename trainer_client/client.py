@@ -105,10 +105,11 @@ def _decode(response: httpx.Response) -> Any:
 def _json_object(response: httpx.Response, answer: type[BaseModel] | None = None) -> JSONObject:
     """The answer as a JSON object, checked against the endpoint's wire model when it has one."""
     data = _json(response)
-    path, problem = response.request.url.path, None
+    path = response.request.url.path
     if not isinstance(data, dict):
-        problem = f"expected a JSON object from {path}, got {type(data).__name__}"
-    elif answer is not None:
+        kind = type(data).__name__
+        raise _unreadable(response, f"expected a JSON object from {path}, got {kind}")
+    if answer is not None:
         try:
             answer.model_validate(data)
         except ValidationError as exc:
@@ -116,18 +117,21 @@ def _json_object(response: httpx.Response, answer: type[BaseModel] | None = None
                 f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
                 for e in exc.errors()[:3]
             )
-            problem = (
+            message = (
                 f"the answer of {path} does not match {answer.__name__} "
                 f"(a server of another version?): {wrong}"
             )
-    if problem is not None:
-        raise PlauditError(
-            problem,
-            status_code=response.status_code,
-            request_id=response.headers.get(REQUEST_ID_HEADER),
-            response=response,
-        )
-    return data  # type: ignore[no-any-return]
+            raise _unreadable(response, message) from None
+    return data
+
+
+def _unreadable(response: httpx.Response, message: str) -> PlauditError:
+    return PlauditError(
+        message,
+        status_code=response.status_code,
+        request_id=response.headers.get(REQUEST_ID_HEADER),
+        response=response,
+    )
 
 
 def _json(response: httpx.Response) -> Any:

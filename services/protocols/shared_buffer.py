@@ -323,6 +323,7 @@ class RedisGroupBuffer(Generic[K, R]):
 
 
 def _note_failure(task: asyncio.Task[Any]) -> None:
-    """Collect a scoring failure that no caller waited for (it is published to the others)."""
+    """Retrieve a scoring failure, so asyncio does not warn when no caller awaited the task
+    (its caller went away); the other callers read it from Redis."""
     if not task.cancelled() and task.exception() is not None:
-        log.warning("scoring a group failed: %s", task.exception())
+        log.debug("scoring a group failed: %s", task.exception())
