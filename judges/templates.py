@@ -62,27 +62,22 @@ class TemplateError(ValueError):
     """A template cannot be rendered with the given values, or its file is malformed."""
 
 
-@dataclass(frozen=True, slots=True)
-class RenderedPrompt:
-    """A rendered template: chat messages plus what to score or parse."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderedPrompt(ChoiceRequest):
+    """A rendered template: a backend request (chat messages, the candidates to score) plus
+    what the judge needs to read its answer. It is its own :class:`ChoiceRequest`, so scoring
+    a prompt sends it as it is (issue 20: one form, not a copy)."""
 
     template: str
-    messages: tuple[ChatMessage, ...]
-    candidates: tuple[str, ...]
-    assistant_prefix: str = ""
     parser: str = ""
     verdict_prefix: str = ""
     fence_code: str = ""
 
     def choice_request(self) -> ChoiceRequest:
-        """A backend request that scores this prompt's candidates."""
+        """This prompt as the backend request that scores its candidates."""
         if not self.candidates:
             raise TemplateError(f"template {self.template} has no candidates to score")
-        return ChoiceRequest(
-            messages=list(self.messages),
-            candidates=list(self.candidates),
-            assistant_prefix=self.assistant_prefix,
-        )
+        return self
 
     def verdict_request(self, reply: str) -> ChoiceRequest:
         """Score the candidates as the verdict that follows a generated ``reply``.
@@ -194,13 +189,13 @@ class PromptTemplate:
         else:
             text_values = {key: self._defuse(text) for key, text in texts.items()}
         return RenderedPrompt(
-            self.ref,
             self._messages(text_values),
             candidates,
             self.assistant_prefix,
-            self.parser,
-            self.verdict_prefix,
-            code,
+            template=self.ref,
+            parser=self.parser,
+            verdict_prefix=self.verdict_prefix,
+            fence_code=code,
         )
 
     def _fenced(self, key: str, text: str, code: str, memo: dict[tuple[str, str], str]) -> str:

@@ -40,18 +40,21 @@ class Group:
 
 @dataclass(frozen=True)
 class Scored:
-    """One group's answer, per completion in the group's order.
+    """Answers per completion: one group's (in the group's order, as :func:`read_group` gives
+    them) or a whole batch's (in batch order, as :func:`scatter` puts them back); one form for
+    both, so a group's answer is read once and copied only into its batch positions.
 
     ``status`` is ``ok`` or why the completion has no total (a channel's status such as
-    ``invalid``, or ``skipped``/``error`` when the group was never scored); ``meta`` holds each
-    channel's ``meta`` (judge model, template, inconsistency rate, ...).
+    ``invalid``, or ``skipped``/``error``/``missing`` when its group was never scored);
+    ``meta`` holds each channel's ``meta`` (judge model, template, inconsistency rate, ...),
+    one entry per group.
     """
 
     totals: list[float | None]
     statuses: list[str]
     channels: dict[str, list[float | None]]
     errors: list[str | None]
-    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def unscored(cls, size: int, status: str, channels: Sequence[str], error: str) -> Scored:
@@ -63,19 +66,8 @@ class Scored:
             errors=[error] * size,
         )
 
-
-@dataclass(frozen=True)
-class BatchRewards:
-    """The groups' answers back in batch order; ``meta`` lists each channel's meta per group."""
-
-    totals: list[float | None]
-    statuses: list[str]
-    channels: dict[str, list[float | None]]
-    errors: list[str | None]
-    meta: dict[str, list[dict[str, Any]]]
-
     def first_failure(self) -> int | None:
-        """The batch index of the first completion without a total, or None."""
+        """The index of the first completion without a total, or None."""
         return next((i for i, total in enumerate(self.totals) if total is None), None)
 
 
@@ -202,13 +194,13 @@ def read_group(answer: Mapping[str, Any], size: int) -> Scored:
     if len(results) != size:
         raise PlauditError(f"expected {size} results from /v1/rewards/group, got {len(results)}")
     channels: dict[str, list[float | None]] = {}
-    meta: dict[str, dict[str, Any]] = {}
+    meta: dict[str, list[dict[str, Any]]] = {}
     errors: list[str | None] = []
     for position, result in enumerate(results):
         errors.append(None)
         for name, channel in result.channels.items():
             channels.setdefault(name, [None] * size)[position] = _number(channel.value)
-            meta.setdefault(name, channel.meta)
+            meta.setdefault(name, [channel.meta])
             if errors[-1] is None and channel.status != "ok":
                 errors[-1] = f"{name}: {channel.error or channel.status}"
     return Scored(
@@ -220,7 +212,7 @@ def read_group(answer: Mapping[str, Any], size: int) -> Scored:
     )
 
 
-def scatter(size: int, groups: Sequence[Group], answers: Sequence[Scored]) -> BatchRewards:
+def scatter(size: int, groups: Sequence[Group], answers: Sequence[Scored]) -> Scored:
     """Every group's answer put back at its batch positions."""
     totals: list[float | None] = [None] * size
     statuses = ["missing"] * size
@@ -234,9 +226,9 @@ def scatter(size: int, groups: Sequence[Group], answers: Sequence[Scored]) -> Ba
             errors[index] = answer.errors[position]
             for name, values in answer.channels.items():
                 channels.setdefault(name, [None] * size)[index] = values[position]
-        for name, channel_meta in answer.meta.items():
-            meta.setdefault(name, []).append(channel_meta)
-    return BatchRewards(totals, statuses, channels, errors, meta)
+        for name, metas in answer.meta.items():
+            meta.setdefault(name, []).extend(metas)
+    return Scored(totals, statuses, channels, errors, meta)
 
 
 def _number(value: Any) -> float | None:

@@ -44,7 +44,6 @@ from typing import Any
 from plaudit_wire.templates import unwrap_prompt
 from plaudit_wire.text import strip_end_markers, unit_interval
 from trainer_client._groups import (
-    BatchRewards,
     Group,
     Scored,
     channel_metrics,
@@ -141,12 +140,12 @@ def reward_func(
     return {"rewards": totals, "scores": units, "extra_logs": extra_logs}
 
 
-def unit_scores(rewards: BatchRewards, verdict: Mapping[str, Any]) -> list[float]:
+def unit_scores(rewards: Scored, verdict: Mapping[str, Any]) -> list[float]:
     """Each sample's total on 0..1: every channel mapped by its range (a logistic when
     unbounded), then weighted as in the spec.
 
-    >>> from trainer_client._groups import BatchRewards
-    >>> batch = BatchRewards([6.0], ["ok"], {"judge_scale": [6.0]}, [None], {})
+    >>> from trainer_client._groups import Scored
+    >>> batch = Scored([6.0], ["ok"], {"judge_scale": [6.0]}, [None], {})
     >>> verdict = {"spec": {"channels": {"judge_scale": {"weight": 1.0}}},
     ...            "channel_ranges": {"judge_scale": [1.0, 11.0]}}
     >>> unit_scores(batch, verdict)
@@ -179,8 +178,8 @@ def sample_metrics(
     per_group = [
         {
             f"{channel}/{metric}": value
-            for channel, meta in answer.meta.items()
-            for metric, value in channel_metrics([meta]).items()
+            for channel, metas in answer.meta.items()
+            for metric, value in channel_metrics(metas).items()
         }
         for answer in answers
     ]

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainer_client._groups import (
-    BatchRewards,
     Group,
     Scored,
     channel_metrics,
@@ -248,7 +247,7 @@ class PlauditReward:
         log.warning("%s: a group got None rewards: %s", self.__name__, outcome)
         return Scored.unscored(len(group), "error", names, str(outcome))
 
-    def _log(self, rewards: BatchRewards, kwargs: Mapping[str, Any]) -> None:
+    def _log(self, rewards: Scored, kwargs: Mapping[str, Any]) -> None:
         log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
         for channel, values in sorted(rewards.channels.items()):
             if callable(log_extra):

@@ -52,12 +52,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer_client._groups import (
-    BatchRewards,
     Group,
     Scored,
     group_by_prompt,
     prompt_wire,
-    scatter,
 )
 from trainer_client._scorer import TRANSIENT_ERRORS, GroupScorer, RewardUnavailable, env_scorer
 from trainer_client.errors import PlauditError
@@ -113,7 +111,7 @@ def compute_score(
     scorer, run_id = env_scorer(_ADAPTER).get()
     try:
         group = _single(scorer, solution_str, extra_info)
-        return _only(scorer, group, scorer.score([group], run_id=run_id))
+        return _only(scorer, scorer.score([group], run_id=run_id))
     except (MissingPrompt, RewardUnavailable, *TRANSIENT_ERRORS) as exc:
         return _marked(scorer, exc)
 
@@ -129,7 +127,7 @@ async def compute_score_async(
     scorer, run_id = env_scorer(_ADAPTER).get()
     try:
         group = _single(scorer, solution_str, extra_info)
-        return _only(scorer, group, await scorer.ascore([group], run_id=run_id))
+        return _only(scorer, await scorer.ascore([group], run_id=run_id))
     except (MissingPrompt, RewardUnavailable, *TRANSIENT_ERRORS) as exc:
         return _marked(scorer, exc)
 
@@ -175,15 +173,10 @@ def compute_score_batch(
             for index in group.indices:
                 out[index] = _marked(scorer, outcome)
             continue
-        rewards = scatter(len(group), [_local(group)], [outcome])
+        # The group's answer is in the group's order: position i is batch index indices[i].
         for position, index in enumerate(group.indices):
-            out[index] = _sample(scorer, rewards, position, batch_index=index)
+            out[index] = _sample(scorer, outcome, position, batch_index=index)
     return out
-
-
-def _local(group: Group) -> Group:
-    """The group with its samples at positions 0..n-1 (to read its answer on its own)."""
-    return dataclasses.replace(group, indices=tuple(range(len(group))))
 
 
 def _single(scorer: GroupScorer, text: str, extra_info: Mapping[str, Any] | None) -> Group:
@@ -238,17 +231,15 @@ def _raises() -> bool:
     return os.environ.get(ENV_ON_FAILURE, "mark").strip().lower() == "raise"
 
 
-def _only(
-    scorer: GroupScorer, group: Group, outcomes: Sequence[Scored | PlauditError]
-) -> dict[str, float]:
+def _only(scorer: GroupScorer, outcomes: Sequence[Scored | PlauditError]) -> dict[str, float]:
     outcome = outcomes[0]
     if isinstance(outcome, PlauditError):
         raise outcome
-    return _sample(scorer, scatter(1, [group], [outcome]), 0, batch_index=0)
+    return _sample(scorer, outcome, 0, batch_index=0)
 
 
 def _sample(
-    scorer: GroupScorer, rewards: BatchRewards, index: int, *, batch_index: int
+    scorer: GroupScorer, rewards: Scored, index: int, *, batch_index: int
 ) -> dict[str, float]:
     """One sample's dict, with every channel of the spec and ``plaudit_failed``; a failed
     sample gets its group's mean ok total (see the module's notes) or raises."""

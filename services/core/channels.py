@@ -12,9 +12,9 @@ in the :class:`ChannelRegistry` of the process::
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from pydantic import Field
 
@@ -56,19 +56,32 @@ class ChannelSpec(StrictModel):
         return self
 
 
-@dataclass(frozen=True)
-class GroupInput:
-    """What a channel sees of one rollout group. ``columns``: the dataset columns of the
-    group's prompt that the trainer sent along (e.g. ``{"rubric_id": "rb_...@2"}``);
+class GroupInput(Protocol):
+    """What a channel sees of one rollout group: the rewards request itself, read in place
+    (issue 20: no copy between the wire and the channels). ``columns``: the dataset columns of
+    the group's prompt that the trainer sent along (e.g. ``{"rubric_id": "rb_...@2"}``);
     ``run_id`` and ``step``: the request's, for channels that remember runs (adaptive rubrics)."""
 
-    prompt: Prompt
-    completions: list[Completion]
-    finish_reasons: list[str | None] | None = None
-    token_counts: list[int] | None = None
-    columns: Mapping[str, Any] = field(default_factory=dict)
-    run_id: str | None = None
-    step: int | None = None
+    @property
+    def prompt(self) -> Prompt: ...
+
+    @property
+    def completions(self) -> Sequence[Completion]: ...
+
+    @property
+    def finish_reasons(self) -> Sequence[str | None] | None: ...
+
+    @property
+    def token_counts(self) -> Sequence[int] | None: ...
+
+    @property
+    def columns(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    @property
+    def step(self) -> int | None: ...
 
 
 @dataclass

@@ -67,7 +67,10 @@ class CachedJudge:
             "op": op,
             # Fields one level deep: json.dumps walks the rest, and the text (so the key)
             # equals what dataclasses.asdict gave, at half its CPU (issue 19).
-            "request": _fields(request),
+            # A RenderedPrompt is its own ChoiceRequest: only the request's fields count.
+            "request": _fields(
+                request, ChoiceRequest if isinstance(request, ChoiceRequest) else None
+            ),
         }
         raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
         return f"judge:{hashlib.sha256(raw.encode()).hexdigest()}"
@@ -197,9 +200,11 @@ class CachedJudge:
             self._metrics.judge_cache.labels(outcome).inc()
 
 
-def _fields(item: Any) -> dict[str, Any]:
-    """A dataclass's fields by name, values as they are (no deep copy)."""
-    return {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
+def _fields(item: Any, as_type: type | None = None) -> dict[str, Any]:
+    """A dataclass's fields by name (those of ``as_type`` when given, for a subclass),
+    values as they are (no deep copy)."""
+    names = dataclasses.fields(as_type or item)
+    return {field.name: getattr(item, field.name) for field in names}
 
 
 def _encode(result: ChoiceResult | GenerateResult) -> bytes:

@@ -17,7 +17,7 @@ from plaudit_wire.rewards import (
     ValidateResponse,
 )
 from plaudit_wire.schemas import ScoredGroupPage, completion_ids
-from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec, GroupInput
+from services.core.channels import ChannelOutcome, ChannelRegistry, ChannelSpec
 from services.core.db.records import content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
 from services.core.web.access import note
@@ -164,17 +164,8 @@ class RewardsService:
         channel = self._channels_registry.get(name)
         if channel is None:  # resolve_spec already refused it; kept for direct callers
             raise InvalidInput(f"unknown channel {name!r}", param=f"spec.channels.{name}")
-        group = GroupInput(
-            prompt=request.prompt,
-            completions=request.completions,
-            finish_reasons=request.finish_reasons,
-            token_counts=request.token_counts,
-            columns=request.columns or {},
-            run_id=request.run_id,
-            step=request.step,
-        )
         try:
-            return await channel.run(spec, group)
+            return await channel.run(spec, request)
         except InvalidInput as exc:
             if exc.param in type(spec).model_fields:
                 raise InvalidInput(exc.message, param=f"spec.channels.{name}.{exc.param}") from None

@@ -142,7 +142,7 @@ async def _rubric_for(
     service: RubricsService, spec: RubricSpec, group: GroupInput
 ) -> tuple[RubricRef, RubricContent, bool]:
     """The row's rubric (its column) or the spec's, and whether it came from the spec."""
-    value = group.columns.get(spec.column)
+    value = (group.columns or {}).get(spec.column)
     if value is not None:
         if not isinstance(value, str):
             raise InvalidInput(

@@ -80,7 +80,7 @@ async def test_harness_subset_on_the_real_judge_keeps_the_fences(backend: LocalB
     assert len(recording.requests) == 2 * len(cases) - 2
     for request in recording.requests:
         user = request.messages[-1]["content"]
-        assert request.candidates == list(slot_labels(code))  # never A/B
+        assert list(request.candidates) == list(slot_labels(code))  # never A/B
         # the real fences, each once (response_a also once in the instructions' example)
         assert user.count(f"<</question {code}>>") == 1
         assert user.count(f"<</response_a {code}>>") == 2

@@ -244,9 +244,9 @@ def test_channel_metrics_average_over_groups_and_reach_every_sample() -> None:
     groups = [Group("p", (0, 2), ("a", "b")), Group("q", (1,), ("c",))]
     answers = [
         Scored(
-            [1.0, 1.0], ["ok"] * 2, {}, [None] * 2, {"rubric": {"metrics": {"m": 0.25, "n": 1}}}
+            [1.0, 1.0], ["ok"] * 2, {}, [None] * 2, {"rubric": [{"metrics": {"m": 0.25, "n": 1}}]}
         ),
-        Scored([1.0], ["ok"], {}, [None], {"rubric": {"metrics": {"m": 0.75}}}),
+        Scored([1.0], ["ok"], {}, [None], {"rubric": [{"metrics": {"m": 0.75}}]}),
     ]
     per_sample = sample_metrics(groups, answers, 3)
     assert per_sample == {"rubric/m": [0.25, 0.75, 0.25]}, "only metrics every group reported"
