@@ -35,8 +35,8 @@ from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
 from plaudit_wire.judge import GroupRequest, JudgeOptions
 from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
-from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

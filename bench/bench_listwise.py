@@ -38,9 +38,9 @@ from plaudit_wire.judge import GroupRequest, ListwiseRequest
 from plaudit_wire.schemas import CompletionItem
 from services.core.cache import MemoryCache
 from services.core.errors import BackendUnavailable
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.datasets.store import locate
-from services.judge.cached import CachedJudge
 from services.judge.evaluation import load_rows, truncate, wilson
 from services.judge.service import JudgeService
 from services.settings import get_settings

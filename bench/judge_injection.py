@@ -25,8 +25,8 @@ from bench.common import machine
 from bench.injection import STYLES, TRIPLES, Case, Verdict, build_cases, count_flips
 from plaudit_wire.judge import PairwiseRequest
 from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
-from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from plaudit_wire.judge import PairwiseRequest
 from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.judge import evaluation as ev
-from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
 from services.settings import get_settings
 

@@ -165,8 +165,8 @@ def _in_process(
 
 async def _evaluate(settings: Any, request: Any) -> dict[str, Any]:
     from services.core.cache import MemoryCache
+    from services.core.models.cached_judge import CachedJudge
     from services.core.models.layer import model_backend
-    from services.judge.cached import CachedJudge
     from services.judge.jobs import run_evaluation, sampled_votes
     from services.judge.service import JudgeService
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from judges.backends.base import JudgeBackend
 from services.core.components import Component
 from services.core.errors import InvalidInput
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.core.resources import Resources
 from services.core.settings import CoreSettings, is_loopback
@@ -17,7 +18,6 @@ from services.core.web.app_factory import build_app
 from services.core.web.auth import PLACEHOLDER
 from services.jobs.app import component as jobs_component
 from services.judge import jobs
-from services.judge.cached import CachedJudge
 from services.judge.channels import judge_channels
 from services.judge.router import router
 from services.judge.service import JudgeService

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judges.fencing import boundary_code, process_secret
+from judges.fencing import process_secret
 from judges.templates import (
     PromptTemplate,
     RenderedPrompt,
@@ -34,9 +34,10 @@ from plaudit_wire.judge import (
 from plaudit_wire.schemas import Prompt, completion_ids
 from services.core.db.records import ScoredGroupRepository, content_hash
 from services.core.errors import BackendUnavailable, InvalidInput
+from services.core.models.cached_judge import CachedJudge
+from services.core.models.judge_model import JudgeModel
 from services.judge import listwise, structured
 from services.judge import orders as order_logic
-from services.judge.cached import CachedJudge
 from services.judge.listwise import ListwiseOutcome
 from services.judge.pairing import ANCHOR, Pairing, make_pairs
 from services.judge.scoring import PairOutcome, Scoring, score_group
@@ -114,8 +115,8 @@ class JudgeService:
         self._judge = judge
         self._scored_groups = scored_groups
         secret = settings.fence_secret
-        self._fence_secret = (
-            secret.get_secret_value().encode() if secret is not None else process_secret()
+        self._model = JudgeModel(
+            judge, secret.get_secret_value().encode() if secret is not None else process_secret()
         )
 
     @property
@@ -124,9 +125,10 @@ class JudgeService:
         return self._settings.channel_cache
 
     @property
-    def cached_judge(self) -> CachedJudge:
-        """The cached backend, shared with services that ask the same judge (rubrics)."""
-        return self._judge
+    def model(self) -> JudgeModel:
+        """The judge's model port, shared with the services that ask the same judge (rubrics,
+        synthesis, the memory): its cached backend and fence codes."""
+        return self._model
 
     async def pairwise(self, request: PairwiseRequest) -> PairwiseResponse:
         """P(a better) over both orders, the winner and whether the orders agreed."""
@@ -451,9 +453,7 @@ class JudgeService:
 
     def fence_code(self, template: PromptTemplate, question: str) -> str | None:
         """The boundary code of a request's prompts (None: the template has no boundary)."""
-        return (
-            boundary_code(self._fence_secret, template.ref, question) if template.boundary else None
-        )
+        return self._model.fence_code(template, question)
 
     def template_for(self, options: JudgeOptions) -> PromptTemplate:
         ref = options.template or DEFAULT_TEMPLATES[options.mode]

@@ -74,7 +74,7 @@ def _llm(resources: Resources, judge: JudgeService) -> GenerateFn:
     settings = resources.settings
     own = resolve_role(MemorySettings.of(settings).llm, JudgeSettings.of(settings))
     if own is None:
-        cached = judge.cached_judge
+        cached = judge.model.cached
         return lambda requests: cached.generate(requests)
     backend = model_backend(settings, "memory", own, on_batch=resources.metrics.observe_batch)
     resources.manage("memory_llm", backend)

@@ -33,11 +33,7 @@ def component() -> Component:
         return RubricsService(
             settings,
             ArtifactRubricRepository(resources.artifacts),
-            RubricJudge(
-                judge.cached_judge,
-                max_new_tokens=settings.generate_max_new_tokens,
-                fence_code=judge.fence_code,
-            ),
+            RubricJudge(judge.model, max_new_tokens=settings.generate_max_new_tokens),
             resources.scored_groups,
         )
 

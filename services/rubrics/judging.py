@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from judges.backends.base import ChoiceResult, GenerateResult
 from judges.templates import PromptTemplate
 from plaudit_wire.rubrics import Criterion
 from plaudit_wire.schemas import ItemStatus
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
+from services.core.models.judge_model import JudgeModel
 from services.rubrics.prompts import p_yes, render, rubric_listing
 from services.rubrics.verdicts import parse_verdicts, verdicts_schema
-
-FenceCode = Callable[[PromptTemplate, str], "str | None"]
-"""``JudgeService.fence_code``: the boundary code of a template and question (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -68,24 +66,18 @@ class Case:
 class RubricJudge:
     """Asks the judge about completions against a rubric, in the fewest backend calls.
 
-    Example: ``rows = await RubricJudge(cached).logprob(template, case, ["text", ...])``.
+    Example: ``rows = await RubricJudge(judge_service.model).logprob(template, case, texts)``.
     """
 
-    def __init__(
-        self,
-        judge: CachedJudge,
-        *,
-        max_new_tokens: int = 512,
-        fence_code: FenceCode | None = None,
-    ) -> None:
-        self._judge = judge
+    def __init__(self, model: JudgeModel, *, max_new_tokens: int = 512) -> None:
+        self._model = model
+        self._judge = model.cached
         self._max_new_tokens = max_new_tokens
-        self._fence_code = fence_code
 
     def _code(self, template: PromptTemplate, case: Case) -> str | None:
         """The boundary code of this request's prompts (the judge's secret; one per question,
         so every row keeps the shared head)."""
-        return None if self._fence_code is None else self._fence_code(template, case.question)
+        return self._model.fence_code(template, case.question)
 
     @property
     def judge(self) -> CachedJudge:

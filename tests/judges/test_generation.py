@@ -29,7 +29,7 @@ from judges.generation import (
     validate_sample,
 )
 from services.core.cache import MemoryCache
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
 from tests.judges.scripted_backend import ScriptedBackend, ScriptedFailure
 
 

@@ -20,7 +20,7 @@ from judges.backends.local import LocalBackend
 from judges.fencing import slot_labels
 from judges.templates import load_template
 from services.core.cache import MemoryCache
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
 from services.judge.service import JudgeService
 from services.judge.settings import JudgeSettings
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from judges.backends.settings import resolve_role
 from services.core.components import Component
+from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.core.resources import Resources
 from services.datasets.store import locate
 from services.judge.app import component as judge_component
-from services.judge.cached import CachedJudge
 from services.judge.service import JudgeService
 from services.judge.settings import JudgeSettings
 from services.rubrics.app import component as rubrics_component
@@ -30,7 +30,7 @@ def _generator(resources: Resources, judge: JudgeService) -> CachedJudge:
     settings = resources.settings
     own = resolve_role(RubricsSettings.of(settings).synthesis, JudgeSettings.of(settings))
     if own is None:
-        return judge.cached_judge
+        return judge.model.cached
     observe = resources.metrics.observe_batch
     backend = model_backend(settings, "synthesis", own, on_batch=observe)
     resources.manage("synthesis", backend)

@@ -2,7 +2,7 @@
 
 ::
 
-    service = SynthesisService(rubrics, instances, embedder.embed, judge.cached_judge, settings)
+    service = SynthesisService(rubrics, instances, embedder.embed, judge.model.cached, settings)
     await service.check(request)                       # 422s before any job starts
     result = await service.run(request, job_id, progress)
     page = await service.page(job_id=job_id, status="rejected", stage=None, limit=50, offset=0)
@@ -27,7 +27,7 @@ from plaudit_wire.synthesis import (
     SynthesizeRequest,
 )
 from services.core.errors import InvalidInput, NotFound
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
 from services.rubrics.service import RubricsService
 from services.rubrics.settings import RubricsSettings
 from services.rubrics.synthesis import corpus

@@ -1,4 +1,4 @@
-"""The judge cache's keys and stored results (services/judge/cached.py).
+"""The judge cache's keys and stored results (services/core/models/cached_judge.py).
 
 Keys are shared by every replica on one Redis, and by a new release with an old one during a
 rolling update: a change in how they are computed would silently empty the cache, so the key
@@ -18,7 +18,7 @@ from judges.backends.base import (
     GenerateResult,
 )
 from services.core.cache import MemoryCache
-from services.judge.cached import CachedJudge, _decode, _encode
+from services.core.models.cached_judge import CachedJudge, _decode, _encode
 from tests.services.judge.scripted import ScriptedBackend
 
 MESSAGES = [

@@ -10,7 +10,7 @@ import pytest
 
 from judges.backends.base import ChoiceRequest
 from services.core.cache import RedisCache
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
 from tests.conftest import REDIS_URL, require_services
 from tests.services.judge.scripted import ScriptedBackend
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from judges.fencing import process_secret
 from judges.templates import load_template
 from plaudit_wire.rubrics import Criterion
 from services.core.cache import MemoryCache
-from services.judge.cached import CachedJudge
+from services.core.models.cached_judge import CachedJudge
+from services.core.models.judge_model import JudgeModel
 from services.rubrics.judging import Case, RubricJudge
 from services.rubrics.verdicts import verdicts_schema
 
@@ -32,7 +34,8 @@ CRITERIA = [
 
 
 async def test_generate_mode_replies_parse_on_the_real_judge(judge_backend: Any) -> None:
-    judge = RubricJudge(CachedJudge(judge_backend, MemoryCache()), max_new_tokens=96)
+    model = JudgeModel(CachedJudge(judge_backend, MemoryCache()), process_secret())
+    judge = RubricJudge(model, max_new_tokens=96)
     case = Case("Why does water boil at a lower temperature on a mountain?", None, CRITERIA)
     template = load_template("rubric_generate@2")
     texts = ["The air pressure is lower up high, so water boils sooner.", "Because it is cold."]

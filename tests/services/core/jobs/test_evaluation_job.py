@@ -12,8 +12,8 @@ import pytest
 
 from plaudit_wire.judge import EvaluationRequest
 from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 from services.judge import evaluation as ev
-from services.judge.cached import CachedJudge
 from services.judge.jobs import run_evaluation, sampled_votes
 from services.judge.service import JudgeService
 from tests.conftest import assert_envelope
