@@ -1,11 +1,12 @@
 """The evaluation memory component (``/v1/memory``), and the service on its own:
 ``uvicorn --factory services.memory.app:create_app``.
 
-It feeds on the rubric service's adaptive channels (it sets ``RubricsService.adaptive_sink``)
-and registers the ``memory.revise`` job. The analyst and editor are the judge's model unless
-``PLAUDIT_MEMORY_LLM`` gives them a backend of their own (docs/models.md): ``local`` (a second
-instance of the judge's model, so a long generation never holds up scoring on the judge's
-worker thread), ``vllm`` or ``openai`` (an OpenAI-compatible server).
+It feeds on the rubric service's adaptive channels (it connects through
+``RubricsService.send_adaptive_groups_to``) and registers the ``memory.revise`` job. The
+analyst and editor are the judge's model unless ``PLAUDIT_MEMORY_LLM`` gives them a backend of
+their own (docs/models.md): ``local`` (a second instance of the judge's model, so a long
+generation never holds up scoring on the judge's worker thread), ``vllm`` or ``openai`` (an
+OpenAI-compatible server).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def component() -> Component:
             _llm(resources, judge),
             registry=resources.metrics.registry,
         )
-        rubrics.adaptive_sink = service
+        rubrics.send_adaptive_groups_to(service)
         resources.job_registry.register(REVISE, service.reviser.job)
         resources.closers.append(service.aclose)
         return service

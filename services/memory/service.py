@@ -4,7 +4,7 @@ revisions it starts, and the reads of the admin API.
 Example::
 
     memory = MemoryService(settings, repository, rubrics, embedder, jobs, call)
-    rubrics.adaptive_sink = memory            # adaptive channels now feed it
+    rubrics.send_adaptive_groups_to(memory)   # adaptive channels now feed it
     page = await memory.runs(limit=10, offset=0)
 """
 

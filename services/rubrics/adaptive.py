@@ -1,13 +1,13 @@
 """The ``adaptive`` option of the rubric channel: scored groups go to the evaluation memory.
 
 With ``"adaptive": true`` and a ``run_id`` on the rewards request, each group scored with a
-stored rubric is offered to the memory's sink (``RubricsService.adaptive_sink``, set by the
-memory component): a non-blocking hand-off that never fails the scoring request. The sink
-answers the stamp the channel puts in its meta (``meta.memory``): the rubric version used,
-the memory's latest version, the step of the evidence behind the version and how many steps
-behind the current one that is (``staleness``), and whether the group was queued or dropped.
-With ``"aggregation": "focal"`` and no ``pass_rates``, the memory's latest per-criterion pass
-rates for the run feed Focal weighting.
+stored rubric is offered to the memory's sink (``RubricsService.adaptive_sink``, which the
+memory component connects through ``send_adaptive_groups_to``): a non-blocking hand-off that
+never fails the scoring request. The sink answers the stamp the channel puts in its meta
+(``meta.memory``): the rubric version used, the memory's latest version, the step of the
+evidence behind the version and how many steps behind the current one that is (``staleness``),
+and whether the group was queued or dropped. With ``"aggregation": "focal"`` and no
+``pass_rates``, the memory's latest per-criterion pass rates for the run feed Focal weighting.
 """
 
 from __future__ import annotations

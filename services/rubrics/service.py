@@ -75,12 +75,23 @@ class RubricsService:
         self._repository = repository
         self._judge = judge
         self._scored_groups = scored_groups
-        #: Where adaptive channels send scored groups (the evaluation memory sets it).
-        self.adaptive_sink: AdaptiveSink | None = None
+        self._adaptive_sink: AdaptiveSink | None = None
 
     @property
     def settings(self) -> RubricsSettings:
         return self._settings
+
+    @property
+    def adaptive_sink(self) -> AdaptiveSink | None:
+        """Where adaptive channels send scored groups (None: no memory in this process)."""
+        return self._adaptive_sink
+
+    def send_adaptive_groups_to(self, sink: AdaptiveSink) -> None:
+        """The port the evaluation memory connects through: adaptive channels offer their
+        scored groups to ``sink`` and read its pass rates. One sink per process."""
+        if self._adaptive_sink is not None and self._adaptive_sink is not sink:
+            raise RuntimeError("the rubric service already sends adaptive groups to a memory")
+        self._adaptive_sink = sink
 
     # --- writes ---------------------------------------------------------------------------
 
