@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from plaudit_wire.diversity import DiversityRequest, MetricName, ScalingName
+from plaudit_wire.diversity import DiversityOptions, GroupCompletions, MetricName, ScalingName
 from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
-from services.core.validation import build_request, need_two
+from services.core.validation import need_two
 from services.diversity.service import DiversityService
 
 
@@ -25,10 +25,16 @@ def diversity_channels(diversity: DiversityService) -> list[Channel]:
 
     async def run(spec: DiversitySpec, group: GroupInput) -> ChannelOutcome:
         need_two("diversity", group.completions)
-        request = build_request(
-            DiversityRequest, completions=group.completions, **spec.model_dump(exclude={"weight"})
+        # The spec's options were validated with the rewards request; its weight is the
+        # channel's (applied by the rewards total), so the value is the unweighted reward.
+        options = DiversityOptions(
+            metric=spec.metric, scaling=spec.scaling, min_range=spec.min_range
         )
-        response = await diversity.score_group(request)
+        response = await diversity.score_completions(
+            # completions already checked by the rewards request (unique ids, >= 2)
+            GroupCompletions.model_construct(completions=list(group.completions)),
+            options,
+        )
         return ChannelOutcome(
             values=[r.reward for r in response.results],
             statuses=[r.status for r in response.results],

@@ -44,13 +44,20 @@ class DiversityService:
         self._scored_groups = scored_groups
 
     async def score_group(self, request: DiversityRequest) -> DiversityResponse:
-        """Diversity rewards for one group."""
+        """Diversity rewards for one group, stored for the request's run."""
         group = GroupCompletions(id=request.id, completions=request.completions)
-        self._check_group(group, "completions")
-        embeddings = await self._embed([c.text for c in group.completions])
-        response = self._score(group, embeddings, request)
+        response = await self.score_completions(group, request)
         await self._store(request, [group], [response])
         return response
+
+    async def score_completions(
+        self, group: GroupCompletions, options: DiversityOptions
+    ) -> DiversityResponse:
+        """The port the router and the ``diversity`` channel share: one group's rewards,
+        nothing stored."""
+        self._check_group(group, "completions")
+        embeddings = await self._embed([c.text for c in group.completions])
+        return self._score(group, embeddings, options)
 
     async def score_groups(self, request: DiversityBatchRequest) -> DiversityBatchResponse:
         """Many groups, embedded in one call, each scored within itself."""
