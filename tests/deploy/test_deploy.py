@@ -14,7 +14,7 @@ import yaml
 from services.cli.main import app
 from services.core.settings_check import settings_variables
 from services.settings import Settings
-from tests.services.test_cli_and_packaging import _parse
+from tests.services.cli.test_main import _parse
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))

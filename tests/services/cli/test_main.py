@@ -19,7 +19,7 @@ import services
 from services.cli.main import APPS, app
 from services.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
