@@ -8,6 +8,7 @@ whole run fails instead.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from services.app import create_app
 from services.core.db import engine as db
@@ -35,36 +37,95 @@ PG_MIGRATIONS_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("PLAUDIT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: A database at head that every Postgres test copies (``CREATE DATABASE ... TEMPLATE``), so
+#: each test has a database of its own; nothing else may connect to it.
+PG_TEMPLATE_URL = os.environ.get(
+    "PLAUDIT_TEST_TEMPLATE_DATABASE_URL",
+    make_url(PG_URL)
+    .set(database=f"{make_url(PG_URL).database}_template")
+    .render_as_string(hide_password=False),
+)
 #: Every table of every service (each keeps its own on the shared metadata), emptied after each
-#: Postgres test, children first.
+#: test on the shared database (tests whose worker process outlives one test), children first.
 TABLES = tuple(table.name for table in reversed(Base.metadata.sorted_tables))
+_COPIES = itertools.count()
+
+
+async def _admin(url: str) -> Any:
+    """A connection to the server of ``url``, on its ``postgres`` database."""
+    import asyncpg
+
+    parsed = make_url(url)
+    return await asyncpg.connect(
+        host=parsed.host,
+        port=parsed.port or 5432,
+        user=parsed.username,
+        password=parsed.password,
+        database="postgres",
+    )
 
 
 async def _create_databases() -> None:
     """Create the test databases when missing (best effort; .ci/run creates them too)."""
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    for url in (PG_URL, PG_MIGRATIONS_URL):
-        parsed = make_url(url)
+    for url in (PG_URL, PG_MIGRATIONS_URL, PG_TEMPLATE_URL):
+        name = make_url(url).database
         try:
-            conn = await asyncpg.connect(
-                host=parsed.host,
-                port=parsed.port or 5432,
-                user=parsed.username,
-                password=parsed.password,
-                database="postgres",
-            )
+            conn = await _admin(url)
         except Exception:
             return
         try:
-            exists = await conn.fetchval(
-                "SELECT 1 FROM pg_database WHERE datname = $1", parsed.database
-            )
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
             if not exists:
-                await conn.execute(f'CREATE DATABASE "{parsed.database}"')
+                await conn.execute(f'CREATE DATABASE "{name}"')
         finally:
             await conn.close()
+
+
+async def _drop_abandoned_copies() -> None:
+    """Drop the copies of the template that a test run which died left behind."""
+    prefix = f"{make_url(PG_TEMPLATE_URL).database}_"
+    conn = await _admin(PG_TEMPLATE_URL)
+    try:
+        names = await conn.fetch(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", prefix
+        )
+        for (name,) in names:
+            pid = name[len(prefix) :].split("_")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _copy_template() -> str:
+    """A new database copied from the migrated template; its URL."""
+    template = make_url(PG_TEMPLATE_URL)
+    name = f"{template.database}_{os.getpid()}_{next(_COPIES)}"
+    conn = await _admin(PG_TEMPLATE_URL)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template.database}"')
+    finally:
+        await conn.close()
+    return template.set(database=name).render_as_string(hide_password=False)
+
+
+async def _drop(url: str) -> None:
+    """Drop a test's database, ending whatever connections a test left open to it."""
+    conn = await _admin(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+    finally:
+        await conn.close()
 
 
 async def _reachable() -> dict[str, str | None]:
@@ -133,11 +194,22 @@ async def judge_backend(model_cache_dir: Path) -> AsyncIterator[Any]:
 
 @pytest.fixture(scope="session")
 def pg_migrated() -> str:
-    """The Postgres test database at head (migrations run once per session)."""
+    """The shared Postgres test database at head (migrations run once per session), for tests
+    whose worker process serves more than one test; the others get a copy of their own."""
     require_services()
     db.downgrade(PG_URL, "base")
     db.upgrade(PG_URL)
     return PG_URL
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> str:
+    """The template every test's own Postgres database is copied from, at head."""
+    require_services()
+    asyncio.run(_drop_abandoned_copies())
+    db.downgrade(PG_TEMPLATE_URL, "base")
+    db.upgrade(PG_TEMPLATE_URL)
+    return PG_TEMPLATE_URL
 
 
 async def _truncate(url: str) -> None:
@@ -178,18 +250,35 @@ def embedded_settings(tmp_path: Path, migrated_sqlite: Path) -> Settings:
     return Settings(data_dir=data_dir, _env_file=None)  # type: ignore[call-arg]
 
 
-@pytest.fixture
-async def deployed_settings(tmp_path: Path, pg_migrated: str) -> AsyncIterator[Settings]:
-    """Postgres + Redis, as docker-compose deploys it; tables are emptied after each test."""
-    settings = Settings(  # type: ignore[call-arg]
+def _deployed(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(  # type: ignore[call-arg]
         data_dir=tmp_path / "data",
-        database_url=pg_migrated,
+        database_url=database_url,
         redis_url=REDIS_URL,
         auto_migrate=False,
         _env_file=None,
     )
+
+
+@pytest.fixture
+async def deployed_settings(tmp_path: Path, pg_template: str) -> AsyncIterator[Settings]:
+    """Postgres + Redis, as docker-compose deploys it, on a database of the test's own (a copy
+    of the migrated template, dropped after the test)."""
+    url = await _copy_template()
     await _flush_redis()
-    yield settings
+    try:
+        yield _deployed(tmp_path, url)
+    finally:
+        await _drop(url)
+        await _flush_redis()
+
+
+@pytest.fixture
+async def shared_deployed_settings(tmp_path: Path, pg_migrated: str) -> AsyncIterator[Settings]:
+    """Postgres + Redis on the shared test database, for tests whose worker process outlives
+    one test (a module's ``plaudit worker``); its tables are emptied after each test."""
+    await _flush_redis()
+    yield _deployed(tmp_path, pg_migrated)
     await _truncate(pg_migrated)
     await _flush_redis()
 

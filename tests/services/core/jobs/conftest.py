@@ -133,7 +133,7 @@ def runner(request: pytest.FixtureRequest, tmp_path: Path) -> Runner:
         update = {"api_keys": KEYS, "jobs": jobs, "judge": _fenced(base)}
         return Runner("inprocess", base.model_copy(update=update))
     require_services()
-    base = request.getfixturevalue("deployed_settings")
+    base = request.getfixturevalue("shared_deployed_settings")
     worker = request.getfixturevalue("arq_worker_process")
     settings = base.model_copy(update={"api_keys": KEYS, "jobs": jobs, "judge": _fenced(base)})
     return Runner("arq", settings, worker)

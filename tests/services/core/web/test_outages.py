@@ -144,7 +144,9 @@ async def test_terminated_connections_lose_no_write(
     seen: list[int] = []
     answers: list[Any] = []
     async with _serve(_fast_lease(deployed_settings), embedder) as (_, client):
-        terminator = asyncio.create_task(_terminate_others(shared.PG_URL, rounds=15))
+        terminator = asyncio.create_task(
+            _terminate_others(deployed_settings.resolved_database_url, rounds=15)
+        )
         try:
             while not terminator.done() or len(answers) < 5:
                 step = len(answers)
@@ -171,7 +173,7 @@ async def proxy() -> AsyncIterator[PostgresProxy]:
 
 
 def _through(settings: Settings, proxy: PostgresProxy) -> Settings:
-    url = make_url(shared.PG_URL).set(host="127.0.0.1", port=proxy.port)
+    url = make_url(settings.resolved_database_url).set(host="127.0.0.1", port=proxy.port)
     return _fast_lease(settings, database_url=url.render_as_string(hide_password=False))
 
 
