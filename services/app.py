@@ -32,8 +32,8 @@ def components() -> list[Component]:
         ordinal_component(),
         diversity_component(),
         judge_component(),
-        synthesis_component(),  # before rubrics: /v1/rubrics/instances is no rubric id
         rubrics_component(),
+        synthesis_component(),
         karma_component(),
         simulator_component(),
         rewards_component(),

@@ -53,5 +53,5 @@ def create_app(settings: CoreSettings | None = None, **collaborators: Any) -> Fa
     from services.rubrics.synthesis.app import component as synthesis_component
     from services.runs.app import component as runs_component  # its runs, listed
 
-    components = [synthesis_component(), component(), jobs_component(), runs_component()]
+    components = [component(), synthesis_component(), jobs_component(), runs_component()]
     return build_app(components, settings, title="Plaudit rubrics", **collaborators)

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.convertors import Convertor, register_url_convertor
 
 from plaudit_wire.names import NO_NUL_PATTERN
 from plaudit_wire.rubrics import (
@@ -30,6 +31,24 @@ from services.core.web.deps import IdempotencyKey, PathId, ResourcesDep, replaya
 from services.core.web.paging import Paging
 from services.rubrics.repository import ListFilter
 from services.rubrics.service import RubricsService
+
+
+class RubricIdConvertor(Convertor[str]):
+    """A rubric id in a path, ``rb_...`` (``rb_...@N`` pinned): only such a segment reaches
+    the ``/{rubric_id}`` routes, so ``/v1/rubrics/instances`` (synthesis) and the other literal
+    routes under ``/v1/rubrics`` match whatever order the components are listed in (issue 20).
+    Another segment is a 404; the parameter's own pattern still answers a malformed one."""
+
+    regex = "rb_[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("rubric_id", RubricIdConvertor())
 
 router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])
 
@@ -99,7 +118,7 @@ PathRubricRef = Annotated[
 ]
 
 
-@router.get("/{rubric_id}", dependencies=Read)
+@router.get("/{rubric_id:rubric_id}", dependencies=Read)
 async def get(
     rubric_id: PathRubricRef, service: Service, version: Version | None = None
 ) -> RubricOut:
@@ -107,19 +126,19 @@ async def get(
     return await service.get(rubric_id, version)
 
 
-@router.put("/{rubric_id}", dependencies=Write)
+@router.put("/{rubric_id:rubric_id}", dependencies=Write)
 async def update(rubric_id: PathId, body: RubricUpdate, service: Service) -> RubricOut:
     """A new version (made current); send criterion ids to keep a reworded criterion's id."""
     return await service.update(rubric_id, body)
 
 
-@router.get("/{rubric_id}/versions", dependencies=Read)
+@router.get("/{rubric_id:rubric_id}/versions", dependencies=Read)
 async def versions(rubric_id: PathId, service: Service, page: Paging) -> Page[RubricVersionInfo]:
     """Every version, oldest first, with the one that is current."""
     return await service.versions(rubric_id, limit=page.limit, offset=page.offset)
 
 
-@router.get("/{rubric_id}/diff", dependencies=Read, response_model_by_alias=True)
+@router.get("/{rubric_id:rubric_id}/diff", dependencies=Read, response_model_by_alias=True)
 async def diff(
     rubric_id: PathId,
     service: Service,
@@ -130,7 +149,7 @@ async def diff(
     return await service.diff(rubric_id, old, new)
 
 
-@router.post("/{rubric_id}/rollback", dependencies=Write)
+@router.post("/{rubric_id:rubric_id}/rollback", dependencies=Write)
 async def rollback(rubric_id: PathId, body: RollbackRequest, service: Service) -> RubricOut:
     """Make an older version current again (later versions are kept)."""
     return await service.rollback(rubric_id, body)

@@ -1,7 +1,8 @@
 """The rubric synthesis component (``/v1/rubrics/synthesize``, ``/v1/rubrics/instances``).
 
-Listed before the rubrics component, so that ``/v1/rubrics/instances`` is not read as a
-rubric id. The generator is the judge's backend (one model in the process, one cache) unless
+The rubrics component's ``/{rubric_id}`` routes take only rubric ids (``rb_...``), so
+``/v1/rubrics/instances`` reaches this component whatever the order of the list. The
+generator is the judge's backend (one model in the process, one cache) unless
 ``PLAUDIT_RUBRICS_SYNTHESIS`` gives it one of its own.
 """
 
