@@ -36,7 +36,6 @@ from plaudit_wire.memory import (
     StepDetail,
     StepOut,
 )
-from plaudit_wire.rubrics import RollbackRequest
 from plaudit_wire.schemas import Page
 from services.core.context import current_principal
 from services.core.db.tables import utcnow
@@ -311,9 +310,7 @@ class MemoryService:
     async def rollback(self, rubric_id: str, body: RollbackBody) -> RollbackOut:
         """The rubric service's rollback, recorded as a ``rubric_update`` record."""
         before = await self._rubrics.get(rubric_id)
-        rubric = await self._rubrics.rollback(
-            rubric_id, RollbackRequest(to=body.version, note=body.reason)
-        )
+        rubric = await self._rubrics.rollback(rubric_id, body.version, note=body.reason)
         text = f"Admin rollback of {rubric_id}: v{before.version} -> v{rubric.version}"
         if body.reason:
             text += f". Reason: {body.reason}"

@@ -100,8 +100,11 @@ class RubricRepository(Protocol):
         """Version ``latest + 1``, made current; Conflict (409) when ``head`` is stale."""
         ...
 
-    async def set_current(self, head: RubricHead, version: RubricVersion) -> RubricHead:
-        """Make an existing version current; Conflict (409) when ``head`` is stale."""
+    async def set_current(
+        self, head: RubricHead, version: RubricVersion, note: str | None = None
+    ) -> RubricHead:
+        """Make an existing version current (the move recorded with ``note``); Conflict (409)
+        when ``head`` is stale."""
         ...
 
     async def page(
@@ -181,7 +184,9 @@ class ArtifactRubricRepository:
         )
         return moved, _version(version)
 
-    async def set_current(self, head: RubricHead, version: RubricVersion) -> RubricHead:
+    async def set_current(
+        self, head: RubricHead, version: RubricVersion, note: str | None = None
+    ) -> RubricHead:
         move = (
             self._store.rollback if version.version < head.current_version else self._store.promote
         )
@@ -190,6 +195,7 @@ class ArtifactRubricRepository:
             version.version,
             expected_version=head.current_version,
             owner=current_principal().owner,
+            note=note,
         )
         return RubricHead(
             **{

@@ -152,4 +152,6 @@ async def diff(
 @router.post("/{rubric_id:rubric_id}/rollback", dependencies=Write)
 async def rollback(rubric_id: PathId, body: RollbackRequest, service: Service) -> RubricOut:
     """Make an older version current again (later versions are kept)."""
-    return await service.rollback(rubric_id, body)
+    return await service.rollback(
+        rubric_id, body.to, expected_version=body.expected_version, note=body.note
+    )

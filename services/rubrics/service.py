@@ -22,7 +22,6 @@ from pydantic import ValidationError
 from plaudit_wire.rubrics import (
     ImportResult,
     InlineRubric,
-    RollbackRequest,
     RubricContent,
     RubricCreate,
     RubricDiff,
@@ -137,12 +136,19 @@ class RubricsService:
         saved = await self._repository.add_version(head, content, following, body.note)
         return _out(*saved)
 
-    async def rollback(self, rubric_id: str, body: RollbackRequest) -> RubricOut:
-        """Make version ``body.to`` current again; every version is kept."""
+    async def rollback(
+        self,
+        rubric_id: str,
+        to: int,
+        *,
+        expected_version: int | None = None,
+        note: str | None = None,
+    ) -> RubricOut:
+        """Make version ``to`` current again; every version is kept."""
         head = await self._head(rubric_id)
-        _check_expected(head, body.expected_version)
-        target = await self._version(head, body.to, param="to")
-        moved = await self._repository.set_current(head, target)
+        _check_expected(head, expected_version)
+        target = await self._version(head, to, param="to")
+        moved = await self._repository.set_current(head, target, note)
         return _out(moved, target)
 
     # --- reads ----------------------------------------------------------------------------

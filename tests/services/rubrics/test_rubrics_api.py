@@ -286,11 +286,15 @@ async def test_rubrics_are_artifacts_of_the_one_store(api: httpx.AsyncClient) ->
     assert moved.status_code == 200, moved.text
     rubric = (await api.get(f"/v1/rubrics/{rid}")).json()
     assert (rubric["version"], rubric["name"], rubric["latest_version"]) == (1, "boil", 2)
-    again = await api.post(f"/v1/rubrics/{rid}/rollback", json={"to": 2, "expected_version": 1})
+    again = await api.post(
+        f"/v1/rubrics/{rid}/rollback", json={"to": 2, "expected_version": 1, "note": "fwd"}
+    )
     assert again.status_code == 200 and again.json()["name"] == "boil-2"
     history = (await api.get(f"/v1/artifacts/{rid}/history")).json()
     actions = [(e["action"], e["from_version"], e["to_version"]) for e in history["items"]]
     assert actions == [("promote", 1, 2), ("rollback", 2, 1), ("create", 1, 2), ("create", None, 1)]
+    # The rubric route's note is recorded with the move, as the artifact route's is.
+    assert [e["note"] for e in history["items"][:2]] == ["fwd", "back"]
     assert (await api.get("/v1/rubrics", params={"name": "boil-2"})).json()["total"] == 1
     assert (await api.get("/v1/rubrics", params={"name": "boil"})).json()["total"] == 0
     # One timestamp format (issue 20): the rubric and its artifact answer the same moment alike.
