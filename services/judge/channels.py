@@ -16,7 +16,7 @@ from services.core.channels import (
     ChannelSpec,
     GroupInput,
 )
-from services.core.validation import build_request, need_two
+from services.core.validation import need_two
 from services.judge import listwise
 from services.judge.service import (
     DEFAULT_SCALE_TEMPLATE,
@@ -113,9 +113,12 @@ def judge_channels(judge: JudgeService) -> list[Channel]:
 
     async def pairwise(spec: JudgePairwiseSpec, group: GroupInput) -> ChannelOutcome:
         need_two("judge_pairwise", group.completions)
-        options = build_request(
-            JudgeOptions,
-            **spec.model_dump(include={"mode", "swap", "template", "criteria"}),
+        # The spec already holds checked values (its template pinned by resolved()).
+        options = JudgeOptions(
+            mode=spec.mode,
+            swap=spec.swap,
+            template=spec.template,
+            criteria=spec.criteria,
             cache=judge.channel_cache,
         )
         g = len(group.completions)

@@ -29,7 +29,7 @@ from plaudit_wire.protocols import (
     SlimeResponse,
 )
 from plaudit_wire.rewards import RewardsGroupRequest
-from plaudit_wire.schemas import Prompt
+from plaudit_wire.schemas import CompletionItem, Prompt
 from plaudit_wire.text import strip_end_markers
 from plaudit_wire.unicode_check import find_surrogates
 from services.core.db.records import content_hash
@@ -334,14 +334,13 @@ class ProtocolService:
 
     @staticmethod
     def _request(key: GroupKey, spec: ResolvedSpec, responses: list[str]) -> RewardsGroupRequest:
-        return RewardsGroupRequest.model_validate(
-            {
-                "prompt": key.prompt,
-                "completions": responses,
-                "spec": spec.as_dict(),
-                "run_id": key.run_id,
-                "step": key.step,
-            }
+        # The spec goes as resolved: the rewards service does not check it a second time.
+        return RewardsGroupRequest(
+            prompt=key.prompt,
+            completions=[CompletionItem(text=text) for text in responses],
+            spec=spec,
+            run_id=key.run_id,
+            step=key.step,
         )
 
 

@@ -128,7 +128,10 @@ class RewardsService:
         await self._spec_in_use(raw)
 
     async def _spec_in_use(self, raw: object) -> SpecInUse:
-        """An inline spec, or a saved one named ``name`` / ``name@N``."""
+        """An inline spec, or a saved one named ``name`` / ``name@N``; a spec another service
+        of this process resolved already (the protocols service) is taken as it is."""
+        if isinstance(raw, ResolvedSpec):
+            return SpecInUse(raw)
         if isinstance(raw, str):
             return await self.specs.in_use(raw)
         return SpecInUse(self.resolve(raw))
