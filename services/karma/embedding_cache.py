@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from services.core.models.embedder import SentenceTransformerEmbedder
+
 Matrix = npt.NDArray[np.float32]
 ProgressFn = Callable[[int, int, str], None]
 #: Texts embedded between two shard writes (what a killed run loses at most).
@@ -46,20 +48,15 @@ class TextEncoder(Protocol):
 
 
 class MiniLMEncoder:
-    """A sentence-transformers folder (the bundled all-MiniLM-L6-v2 by default), normalized."""
+    """A sentence-transformers folder (the bundled all-MiniLM-L6-v2 by default), normalized:
+    the service's own embedder, keyed by its folder and token limit."""
 
     def __init__(
         self, path: Path, *, max_seq_length: int = 256, device: str = "cpu", batch_size: int = 64
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from judges.model_worker import loading_lock
-
-        with loading_lock():  # transformers' lazy imports are not thread-safe
-            from sentence_transformers import SentenceTransformer
-
-            self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
-        self._model.max_seq_length = max_seq_length
-        self._batch_size = batch_size
+        self._embedder = SentenceTransformerEmbedder(
+            path, device=device, batch_size=batch_size, max_seq_length=max_seq_length
+        )
         self._key = f"{path.name}:{max_seq_length}"
 
     @property
@@ -68,19 +65,10 @@ class MiniLMEncoder:
 
     @property
     def dimension(self) -> int:
-        named = getattr(self._model, "get_embedding_dimension", None)  # sentence-transformers 6
-        size = named() if named else self._model.get_sentence_embedding_dimension()
-        return int(size) if size is not None else 384
+        return self._embedder.dimension
 
     def encode(self, texts: list[str]) -> Matrix:
-        vectors = self._model.encode(
-            texts,
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+        return self._embedder.embed(texts)
 
 
 class NoEncoder:

@@ -39,15 +39,36 @@ def bundled_model_path() -> Path:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model from a local directory; unit-normalized embeddings."""
+    """A sentence-transformers model from a local directory; unit-normalized embeddings.
 
-    def __init__(self, path: Path, *, device: str = "cpu", batch_size: int = 64) -> None:
+    ``max_seq_length`` cuts longer texts to that many tokens (the model's own limit when None).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        max_seq_length: int | None = None,
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
-        from sentence_transformers import SentenceTransformer
+        from judges.model_worker import loading_lock
 
+        with loading_lock():  # transformers' lazy imports are not thread-safe
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
         self.model_id = f"sentence-transformers/{path.name}"
-        self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        if max_seq_length is not None:
+            self._model.max_seq_length = max_seq_length
         self._batch_size = batch_size
+
+    @property
+    def dimension(self) -> int:
+        named = getattr(self._model, "get_embedding_dimension", None)  # sentence-transformers 6
+        size = named() if named else self._model.get_sentence_embedding_dimension()
+        return int(size) if size is not None else 384
 
     def embed(self, texts: list[str]) -> Matrix:
         vectors = self._model.encode(
