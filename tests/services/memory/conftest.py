@@ -15,7 +15,7 @@ from services.app import create_app
 from services.core.models.embedder import Embedder
 from services.memory.service import MemoryService
 from services.settings import Settings
-from tests.conftest import _truncate
+from tests.conftest import _copy_template, _drop
 
 ADMIN = "memory-admin-key-0123456789"
 TRAINER = "memory-trainer-key-0123456789"
@@ -38,13 +38,16 @@ ANSWERS = [
 
 
 @pytest.fixture
-async def pg_settings(tmp_path: Path, pg_migrated: str) -> AsyncIterator[Settings]:
-    """Postgres, with jobs run in this process (no Redis): the tables are emptied after."""
-    settings = Settings(  # type: ignore[call-arg]
-        data_dir=tmp_path / "data", database_url=pg_migrated, auto_migrate=False, _env_file=None
-    )
-    yield settings
-    await _truncate(pg_migrated)
+async def pg_settings(tmp_path: Path, pg_template: str) -> AsyncIterator[Settings]:
+    """Postgres, with jobs run in this process (no Redis), on a database of the test's own (a
+    copy of the migrated template, dropped after the test)."""
+    url = await _copy_template()
+    try:
+        yield Settings(  # type: ignore[call-arg]
+            data_dir=tmp_path / "data", database_url=url, auto_migrate=False, _env_file=None
+        )
+    finally:
+        await _drop(url)
 
 
 Make = Callable[..., Any]
