@@ -30,8 +30,9 @@ REQUESTS = 64
 
 def untrained_model(out: Path) -> Path:
     """The bundled MiniLM with a fresh one-output head, written as a KARMA model folder."""
+    from plaudit_wire.karma import KarmaTrainConfig
     from services.karma.model import KarmaCard, KarmaModel
-    from services.karma.training import KarmaTrainConfig, _load_base, write_model_dir
+    from services.karma.training import _load_base, write_model_dir
 
     config = KarmaTrainConfig()
     model, tokenizer = _load_base(config)

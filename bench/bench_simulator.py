@@ -35,9 +35,9 @@ CONCURRENT = 16
 
 def calibrate(out: Path, threads: int | None, overrides: dict[str, Any]) -> dict[str, Any]:
     from judges.backends.convert import resolve_model_dir
+    from plaudit_wire.simulator import CalibrationConfig
     from services.core.models.embedder import load_embedder
     from services.settings import Settings
-    from services.simulator.calibration import CalibrationConfig
     from services.simulator.calibration import calibrate as run
     from services.simulator.jobs import uss_dir
 

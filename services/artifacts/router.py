@@ -6,8 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from plaudit_wire.names import KIND_PATTERN
-from services.artifacts.schemas import (
+from plaudit_wire.artifacts import (
     ArtifactDetail,
     ArtifactPage,
     ArtifactVersion,
@@ -17,6 +16,7 @@ from services.artifacts.schemas import (
     VersionDiff,
     VersionPage,
 )
+from plaudit_wire.names import KIND_PATTERN
 from services.artifacts.service import ArtifactAdminService
 from services.core.settings import Scope
 from services.core.web.auth import principal_of, require_scope

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.artifacts.schemas import (
+from plaudit_wire.artifacts import (
     ArtifactDetail,
     ArtifactPage,
     ArtifactVersion,

@@ -282,7 +282,7 @@ def _config(**fields: Any) -> Any:
     """The run's config; options left out keep KarmaTrainConfig's defaults."""
     from pydantic import ValidationError
 
-    from services.karma.training import KarmaTrainConfig
+    from plaudit_wire.karma import KarmaTrainConfig
 
     fields = {k: v for k, v in fields.items() if v is not None}
     if fields.get("eval_max_pairs") == 0:  # 0 means all (max_train_pairs takes 0 itself)

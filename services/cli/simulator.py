@@ -101,9 +101,10 @@ def calibrate_command(
         return
     from pydantic import ValidationError
 
+    from plaudit_wire.simulator import CalibrationConfig
     from services.core.errors import InvalidInput
     from services.core.models.embedder import load_embedder
-    from services.simulator.calibration import CalibrationConfig, calibrate
+    from services.simulator.calibration import calibrate
     from services.simulator.jobs import base_model_dir, uss_dir
 
     settings = _settings()
@@ -177,11 +178,12 @@ def evaluate_command(
     """Realism of simulated user turns against real ones, per domain, on any USS-format file."""
     import torch
 
+    from plaudit_wire.simulator import CalibrationConfig
     from services.core.errors import InvalidInput
     from services.core.models.embedder import load_embedder
     from services.simulator import data as uss
     from services.simulator.acts import ActModel
-    from services.simulator.calibration import CalibrationConfig, measure
+    from services.simulator.calibration import measure
     from services.simulator.jobs import base_model_dir, uss_dir
     from services.simulator.model import ADAPTER_DIR
     from services.simulator.predictor import SatisfactionPredictor

@@ -7,8 +7,8 @@ answers 503, like ``/v1/karma/score``, with how to train one.
 
 from __future__ import annotations
 
+from plaudit_wire.karma import ModelRefOption
 from services.core.channels import Channel, ChannelOutcome, ChannelSpec, GroupInput
-from services.karma.schemas import ModelRefOption
 from services.karma.service import KarmaService, model_ref
 
 

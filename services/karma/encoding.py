@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plaudit_wire.karma import Variant
 from services.karma.data import KarmaDataError
-from services.karma.features import KarmaInput, Variant, header
+from services.karma.features import KarmaInput, header
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
+from plaudit_wire.karma import Variant
 from services.karma.data import ORDER_FIELDS, Reply
 
-Variant = Literal["context_only", "with_metadata"]
 VARIANTS: tuple[Variant, ...] = ("context_only", "with_metadata")
 #: Header fields in this order first, then any other field alphabetically.
 FIELD_ORDER = ("subreddit", "depth", "age")

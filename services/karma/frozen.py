@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from plaudit_wire.karma import Variant
 from services.karma.data import ORDER_FIELDS, KarmaDataError
 from services.karma.embedding_cache import (
     EmbeddingCache,
@@ -40,7 +41,7 @@ from services.karma.embedding_cache import (
     NoEncoder,
     TextEncoder,
 )
-from services.karma.features import KarmaInput, Variant
+from services.karma.features import KarmaInput
 from services.karma.model import InputScorer, read_metrics
 from services.karma.text_features import FEATURE_NAMES, reply_features
 

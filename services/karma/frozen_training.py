@@ -35,7 +35,7 @@ from services.karma.selection import TrainingPair, training_pairs
 if TYPE_CHECKING:
     import torch
 
-    from services.karma.training import KarmaTrainConfig
+    from plaudit_wire.karma import KarmaTrainConfig
 
 ProgressFn = Callable[[int, int, str], None]
 

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from plaudit_wire.karma import BUNDLED, TrainRequest
 from services.core.errors import InvalidInput
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, run_folder
@@ -23,10 +24,8 @@ from services.core.settings import CoreSettings
 from services.core.web.server_files import model_folder
 from services.datasets.store import dataset_folder
 from services.karma.data import SHARED_FILES, KarmaDataError, load_data
-from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
 from services.karma.settings import KarmaSettings
-from services.karma.training import BUNDLED
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from plaudit_wire.karma import Variant
 from services.karma.data import KarmaDataError
 from services.karma.encoding import Encoded, PairEncoder
-from services.karma.features import KarmaInput, Variant, context_text
+from services.karma.features import KarmaInput, context_text
 
 if TYPE_CHECKING:
     import torch

@@ -12,14 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from plaudit_wire.jobs import JobOut
-from plaudit_wire.names import NAME_PATTERN
-from services.core.settings import Scope
-from services.core.web.auth import Caller, caller_with, require_scope
-from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
-from services.core.web.paging import Paging
-from services.jobs.deps import accepted
-from services.karma.jobs import TRAIN, check_request
-from services.karma.schemas import (
+from plaudit_wire.karma import (
     KarmaModelPage,
     PromoteRequest,
     PromoteResponse,
@@ -27,6 +20,13 @@ from services.karma.schemas import (
     ScoreResponse,
     TrainRequest,
 )
+from plaudit_wire.names import NAME_PATTERN
+from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, replayable, service_of
+from services.core.web.paging import Paging
+from services.jobs.deps import accepted
+from services.karma.jobs import TRAIN, check_request
 from services.karma.service import KarmaService
 
 router = APIRouter(prefix="/v1/karma", tags=["karma"])

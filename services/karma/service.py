@@ -21,13 +21,8 @@ from typing import Any
 
 from judges.lifecycle import ModelUnavailable
 from judges.model_worker import BatchRecord
-from plaudit_wire.schemas import Message
-from services.core.errors import BackendUnavailable, InvalidInput, NotFound, PlauditError
-from services.core.store.artifacts import ArtifactStore
-from services.core.store.models import ArtifactVersion, VersionInfo
-from services.core.store.refs import parse_ref
-from services.karma.features import KarmaInput, context_text
-from services.karma.schemas import (
+from plaudit_wire.artifacts import ArtifactVersion, VersionInfo
+from plaudit_wire.karma import (
     KarmaModelOut,
     KarmaModelPage,
     ModelRef,
@@ -37,6 +32,11 @@ from services.karma.schemas import (
     ScoreResponse,
     TrainRequest,
 )
+from plaudit_wire.schemas import Message
+from services.core.errors import BackendUnavailable, InvalidInput, NotFound, PlauditError
+from services.core.store.artifacts import ArtifactStore
+from services.core.store.refs import parse_ref
+from services.karma.features import KarmaInput, context_text
 from services.karma.scorers import ScorerPool
 from services.karma.settings import KarmaSettings
 

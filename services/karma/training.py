@@ -23,87 +23,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from judges.model_worker import loading_lock
+from plaudit_wire.karma import BUNDLED, FINETUNE_PAIRS, KarmaTrainConfig
 from services.core.errors import InvalidInput
 from services.core.jobs.run_folders import last_checkpoint, trainer_output
 from services.karma.data import KarmaData, load_data
 from services.karma.evaluation import EvalOptions, evaluate
-from services.karma.features import Variant, from_reply
+from services.karma.features import from_reply
 from services.karma.model import METRICS_FILE, KarmaCard, KarmaModel, collate
 from services.karma.selection import TrainingPair, training_pairs
 
 ProgressFn = Callable[[int, int, str], None]
-BUNDLED = "bundled"
-Method = Literal["frozen", "finetune"]
-#: Pairs the fine-tuned cross-encoder trains on by default (its CPU budget, issue 13).
-FINETUNE_PAIRS = 4000
-
-
-class KarmaTrainConfig(BaseModel):
-    """Every knob of a training run (also the body of a training job)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: str = Field(default="reddit_karma", description="'reddit_karma' or a JSONL/folder path")
-    variant: Variant = "context_only"
-    method: Method = Field(
-        default="finetune",
-        description="frozen: a head over frozen MiniLM embeddings and text features, every pair "
-        "in CPU minutes; finetune: the cross-encoder fine-tuned with TRL (for a GPU)",
-    )
-    base_model: str = Field(default=BUNDLED, description="'bundled' (MiniLM) or a model folder")
-    output_dir: Path | None = Field(default=None, description="default models_dir/VARIANT-TIME")
-    max_length: int = Field(default=256, ge=16, le=8192)
-    min_context: int = Field(default=32, ge=0, description="context tokens kept before the reply")
-    context_head: int = Field(default=24, ge=0, description="first context tokens always kept")
-    max_train_pairs: int | None = Field(
-        default=None,
-        ge=0,
-        description="0: every train pair; None: the method's default (frozen: all, finetune: "
-        f"{FINETUNE_PAIRS})",
-    )
-    rank_fraction: float = Field(default=0.0, ge=0.0, lt=1.0, description="ranking-term share")
-    epochs: float = Field(default=1.0, gt=0)
-    batch_size: int = Field(default=16, ge=1, description="pairs per step")
-    learning_rate: float = Field(default=5e-5, gt=0)
-    warmup: float = Field(default=0.1, ge=0, description="share of steps (<1) or steps")
-    weight_decay: float = Field(default=0.01, ge=0)
-    freeze_embeddings: bool = Field(default=True, description="keep the token embeddings fixed")
-    train_layers: int | None = Field(
-        default=None, ge=0, description="train only the top N transformer layers (None: all)"
-    )
-    encoder: str = Field(
-        default=BUNDLED,
-        description="frozen: 'bundled' MiniLM, a sentence-transformers folder, or 'none' (the "
-        "text features alone)",
-    )
-    encoder_max_length: int = Field(default=256, ge=16, le=512, description="frozen: tokens")
-    # Issue 24, chosen on the dev split (BENCHMARKS.md): with 1,600 inputs a row, the head of 256
-    # units trained 8 epochs overfits the 41,376 training pairs (dev 65.7%, below length's 69.8%);
-    # 64 units and 2 epochs reach 69.9%, 60.4% on length-matched pairs, Spearman 0.170.
-    head_hidden: int = Field(default=64, ge=1, le=8192, description="frozen: MLP width")
-    head_dropout: float = Field(default=0.1, ge=0, lt=1, description="frozen: MLP dropout")
-    head_epochs: int = Field(default=2, ge=1, le=1000, description="frozen: passes")
-    head_learning_rate: float = Field(default=1e-3, gt=0, description="frozen: AdamW rate")
-    head_batch_size: int = Field(default=256, ge=1, description="frozen: pairs a step")
-    eval_split: Literal["dev", "test"] = "test"
-    eval_max_pairs: int | None = Field(default=None, ge=1)
-    spearman_threads: int | None = Field(default=300, ge=1)
-    threads: int | None = Field(default=None, ge=1, description="torch CPU threads")
-    checkpoint_dir: Path | None = Field(
-        default=None,
-        description="finetune: a folder where the trainer keeps a resumable checkpoint every "
-        "checkpoint_steps steps; a run given a folder that holds one resumes from it",
-    )
-    checkpoint_steps: int = Field(
-        default=100, ge=1, description="finetune: training steps between two checkpoints"
-    )
-    device: str | None = Field(default=None, description="cpu, cuda (default: cuda if present)")
-    seed: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from plaudit_wire.artifacts import ArtifactVersion
 from plaudit_wire.names import OWNER_SEPARATOR
 from plaudit_wire.rewards import NamedSpec, SpecSaveRequest
 from services.core.channels import ChannelRegistry
@@ -23,7 +24,6 @@ from services.core.context import Principal, current_principal
 from services.core.db.tables import utc_iso
 from services.core.errors import Forbidden, InvalidInput, NotFound
 from services.core.store.artifacts import ArtifactStore
-from services.core.store.models import ArtifactVersion
 from services.core.store.refs import ArtifactRef, owned_name, parse_ref, split_owned
 from services.rewards.spec import ResolvedSpec, resolve_spec
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from plaudit_wire.artifacts import ArtifactInfo, ArtifactVersion
 from services.core.context import current_principal
 from services.core.errors import NotFound
 from services.core.store.artifacts import ArtifactStore
-from services.core.store.models import ArtifactInfo, ArtifactVersion
 
 #: The artifact kind of a rubric.
 KIND = "rubric"

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judges.backends.settings import resolve_role
+from plaudit_wire.simulator import CalibrationRequest
 from services.core.jobs.context import JobContext, JobFunction, JobRegistry
 from services.core.jobs.run_folders import CHECKPOINTS, run_folder
 from services.core.jobs.thread_progress import ThreadProgress, keeping_torch_threads
@@ -25,7 +26,6 @@ from services.core.settings import CoreSettings
 from services.datasets.store import dataset_folder
 from services.judge.settings import JudgeSettings
 from services.simulator.data import resolve_source
-from services.simulator.schemas import CalibrationRequest
 from services.simulator.service import SimulatorService, headline
 from services.simulator.settings import SimulatorSettings
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
+from plaudit_wire.simulator import PolicySpec
 from services.simulator.prompting import Said
-from services.simulator.schemas import PolicySpec
 
 
 class PolicyError(Exception):

@@ -14,13 +14,7 @@ from fastapi.responses import JSONResponse
 
 from plaudit_wire.jobs import JobOut
 from plaudit_wire.names import NAME_PATTERN
-from services.core.settings import Scope
-from services.core.web.auth import Caller, caller_with, require_scope
-from services.core.web.deps import IdempotencyKey, ResourcesDep, service_of
-from services.core.web.paging import Paging
-from services.jobs.deps import accepted
-from services.simulator.jobs import CALIBRATE, check_request
-from services.simulator.schemas import (
+from plaudit_wire.simulator import (
     CalibrationPage,
     CalibrationRequest,
     EpisodeRequest,
@@ -28,6 +22,12 @@ from services.simulator.schemas import (
     TurnRequest,
     TurnResponse,
 )
+from services.core.settings import Scope
+from services.core.web.auth import Caller, caller_with, require_scope
+from services.core.web.deps import IdempotencyKey, ResourcesDep, service_of
+from services.core.web.paging import Paging
+from services.jobs.deps import accepted
+from services.simulator.jobs import CALIBRATE, check_request
 from services.simulator.service import SimulatorService
 
 router = APIRouter(prefix="/v1/simulator", tags=["simulator"])

@@ -25,11 +25,22 @@ from typing import Any
 
 from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend
 from judges.backends.settings import resolve_role
+from plaudit_wire.artifacts import ArtifactVersion, VersionInfo
+from plaudit_wire.simulator import (
+    CalibrationOut,
+    CalibrationPage,
+    EpisodeRequest,
+    EpisodeResponse,
+    EpisodeTurn,
+    SatisfactionOut,
+    TurnRequest,
+    TurnResponse,
+    UserMessage,
+)
 from services.core.errors import BackendUnavailable, InvalidInput, NotFound
 from services.core.models.embedder import BatchedEmbedder
 from services.core.settings import CoreSettings
 from services.core.store.artifacts import ArtifactStore
-from services.core.store.models import ArtifactVersion, VersionInfo
 from services.core.store.refs import parse_ref
 from services.judge.settings import JudgeSettings
 from services.simulator.acts import ActModel, Acts, Context, context_texts
@@ -43,17 +54,6 @@ from services.simulator.prompting import (
     read_turn,
     satisfaction_messages,
     simulator_messages,
-)
-from services.simulator.schemas import (
-    CalibrationOut,
-    CalibrationPage,
-    EpisodeRequest,
-    EpisodeResponse,
-    EpisodeTurn,
-    SatisfactionOut,
-    TurnRequest,
-    TurnResponse,
-    UserMessage,
 )
 from services.simulator.settings import SimulatorSettings
 

@@ -30,13 +30,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from plaudit_wire.names import OWNER_SEPARATOR
-from services.core.db.tables import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
-from services.core.errors import Conflict, InvalidInput, NotFound
-from services.core.store import files as store_files
-from services.core.store import rows
-from services.core.store.diff import diff_json
-from services.core.store.models import (
+from plaudit_wire.artifacts import (
     ArtifactEvent,
     ArtifactInfo,
     ArtifactVersion,
@@ -45,6 +39,12 @@ from services.core.store.models import (
     VersionDiff,
     VersionInfo,
 )
+from plaudit_wire.names import OWNER_SEPARATOR
+from services.core.db.tables import Artifact, ArtifactEventRecord, ArtifactVersionRecord, utcnow
+from services.core.errors import Conflict, InvalidInput, NotFound
+from services.core.store import files as store_files
+from services.core.store import rows
+from services.core.store.diff import diff_json
 from services.core.store.refs import ArtifactRef, check_kind, check_stored_name, parse_ref
 
 #: Compare-and-set attempts before a writer gives up (each loses only to a writer that won).

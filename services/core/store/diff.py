@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.core.store.models import DiffEntry, JsonDiff, PathSegment
+from plaudit_wire.artifacts import DiffEntry, JsonDiff, PathSegment
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 

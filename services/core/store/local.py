@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.core.store.models import ArtifactVersion
+from plaudit_wire.artifacts import ArtifactVersion
 
 
 async def put_locally(

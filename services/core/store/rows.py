@@ -8,6 +8,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from plaudit_wire.artifacts import (
+    ArtifactEvent,
+    ArtifactInfo,
+    ArtifactVersion,
+    PayloadInfo,
+    VersionInfo,
+)
 from services.core.db.tables import (
     Artifact,
     ArtifactEventRecord,
@@ -17,13 +24,6 @@ from services.core.db.tables import (
 )
 from services.core.errors import Conflict, InvalidInput, NotFound
 from services.core.store import files as store_files
-from services.core.store.models import (
-    ArtifactEvent,
-    ArtifactInfo,
-    ArtifactVersion,
-    PayloadInfo,
-    VersionInfo,
-)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from plaudit_wire.karma import KarmaTrainConfig
 from services.karma.data import Pair, Reply
 from services.karma.embedding_cache import EmbeddingCache, Matrix, MiniLMEncoder
 from services.karma.evaluation import length_matched, pair_metrics, subset_accuracy
 from services.karma.frozen import FrozenKarmaModel, encoder_path
 from services.karma.model import load_model
 from services.karma.text_features import FEATURE_NAMES, reading_ease, reply_features
-from services.karma.training import KarmaTrainConfig, TrainResult, train_karma
+from services.karma.training import TrainResult, train_karma
 
 TOPICS = ["majors", "dorms", "finals", "internships", "office hours", "roommates"]
 TOPICS += ["scholarships", "transfers", "labs", "advisors", "clubs", "grad school"]

@@ -16,8 +16,8 @@ import pytest
 import torch
 from fastapi import FastAPI
 
+from plaudit_wire.karma import TrainRequest
 from services.karma.model import KarmaModel, load_model
-from services.karma.schemas import TrainRequest
 from services.karma.service import KarmaService
 from services.settings import Settings
 from tests.conftest import assert_envelope

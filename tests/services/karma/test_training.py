@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from plaudit_wire.karma import KarmaTrainConfig
 from services.cli.main import app
 from services.core.errors import InvalidInput
 from services.karma.model import KarmaModel
-from services.karma.training import KarmaTrainConfig, TrainResult, _load_base, train_karma
+from services.karma.training import TrainResult, _load_base, train_karma
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from plaudit_wire.simulator import MIN_MAX_LENGTH, CalibrationConfig
 from services.cli.main import app
-from services.simulator.calibration import MIN_MAX_LENGTH, CalibrationConfig
 
 
 def test_the_command_refuses_a_max_length_too_short_for_the_prompt() -> None:

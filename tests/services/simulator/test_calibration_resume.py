@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from judges.backends.convert import resolve_model_dir
+from plaudit_wire.simulator import CalibrationConfig
 from services.simulator import data as uss
-from services.simulator.calibration import CalibrationConfig, _train_lora
+from services.simulator.calibration import _train_lora
 from tests.services.simulator.test_calibration_job import write_slice
 from tests.shared_data import reason, shared_copy
 

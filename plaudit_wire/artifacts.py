@@ -1,4 +1,5 @@
-"""What the artifact store returns (pydantic only): artifacts, versions, events and diffs."""
+"""Wire models of the versioned artifact store and its admin API (pydantic only): what the
+store returns (artifacts, versions, events, diffs) and the admin routes' pages and requests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from plaudit_wire.schemas import StoredModel
 
 #: A step of a diff path: an object key, a list position, or ``{"id": ...}`` for an item of a
 #: list matched by id.
@@ -126,3 +129,47 @@ class VersionDiff(BaseModel):
     reordered: list[DiffEntry]
     metadata: JsonDiff
     payload_changed: bool
+
+
+class ArtifactPage(BaseModel):
+    """One page of artifacts, by name."""
+
+    items: list[ArtifactInfo]
+    limit: int
+    offset: int
+    total: int
+
+
+class VersionPage(BaseModel):
+    """One page of an artifact's versions, newest first (without their content)."""
+
+    items: list[VersionInfo]
+    limit: int
+    offset: int
+    total: int
+
+
+class EventPage(BaseModel):
+    """One page of an artifact's history, newest first."""
+
+    items: list[ArtifactEvent]
+    limit: int
+    offset: int
+    total: int
+
+
+class ArtifactDetail(BaseModel):
+    """An artifact and one of its versions with content: the current one, or ``name@N``."""
+
+    artifact: ArtifactInfo
+    version: ArtifactVersion
+
+
+class MoveRequest(StoredModel):
+    """Move the current pointer (rollback: to an older version; promote: to any version)."""
+
+    to: int = Field(ge=1, le=10**9, description="the version to make current")
+    expected_version: int | None = Field(
+        default=None, ge=1, le=10**9, description="409 unless this is the current version now"
+    )
+    note: str | None = Field(default=None, max_length=500, description="why, for the history")

@@ -1,4 +1,5 @@
-"""Simulator wire types (pydantic only): a turn, an episode, calibrations."""
+"""Simulator wire types (pydantic only): a turn, an episode, a calibration's options and
+calibrations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pydantic import BaseModel, Field, field_validator
 
 from plaudit_wire.names import NO_NUL_PATTERN, ArtifactName, ArtifactRefStr
 from plaudit_wire.schemas import Message, Page, StrictModel
-from services.simulator.calibration import CalibrationConfig
 
 MAX_GOAL = 4000
 TerminationReason = Literal["user_done", "max_turns", "policy_error", "simulator_error"]
@@ -144,6 +144,64 @@ class EpisodeResponse(BaseModel):
     )
     calibration: str | None
     model: str
+
+
+#: The simulator's system prompt and goal take 94-105 SmolLM2 tokens on the USS domains, so a
+#: shorter limit fits no example and the job failed late (issue 21).
+MIN_MAX_LENGTH = 128
+
+
+class CalibrationConfig(BaseModel):
+    """Every option of a calibration (``POST /v1/simulator/calibrations``, the CLI)."""
+
+    data: list[str] = Field(
+        default_factory=lambda: ["sgd", "mwoz", "ccpe"],
+        min_length=1,
+        max_length=8,
+        description="the shared USS sets (sgd, mwoz, ccpe) or USS-format files on the server",
+    )
+    max_steps: int = Field(default=40, ge=0, le=100_000, description="LoRA steps (0: no LoRA)")
+    batch_size: int = Field(default=4, ge=1, le=256)
+    learning_rate: float = Field(default=3e-4, gt=0, le=1)
+    lora_rank: int = Field(default=8, ge=1, le=256)
+    lora_alpha: int = Field(default=16, ge=1, le=1024)
+    max_length: int = Field(
+        default=256,
+        ge=MIN_MAX_LENGTH,
+        le=8192,
+        description="tokens per example (the simulator's instructions alone take about 100)",
+    )
+    max_train_turns: int | None = Field(
+        default=None, ge=1, description="user turns sampled for LoRA (default steps*batch)"
+    )
+    satisfaction_turns: int = Field(
+        default=3000, ge=10, le=1_000_000, description="rated turns the predictor is fitted on"
+    )
+    act_turns: int = Field(
+        default=3000, ge=10, le=1_000_000, description="real contexts the act model is fitted on"
+    )
+    act_retries: int = Field(
+        default=2,
+        ge=0,
+        le=8,
+        description="rewrites of a turn whose question disagrees with its act",
+    )
+    eval_split: Literal["dev", "test"] = Field(default="test")
+    eval_per_domain: int = Field(
+        default=40, ge=10, le=100_000, description="held-out contexts per domain"
+    )
+    eval_dialogues: int = Field(
+        default=8, ge=0, le=10_000, description="whole simulated dialogues per domain (0: none)"
+    )
+    dialogue_max_turns: int = Field(default=12, ge=1, le=64, description="user turns at most")
+    measure_before: bool = Field(
+        default=True, description="also measure the uncalibrated (prompted) simulator"
+    )
+    temperature: float = Field(default=0.7, ge=0, le=2, description="sampling when measuring")
+    max_new_tokens: int = Field(default=48, ge=1, le=512)
+    threads: int | None = Field(default=None, ge=1, le=256, description="torch CPU threads")
+    device: str = Field(default="cpu", pattern="^(cpu|cuda|cuda:[0-9]+|mps)$")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
 class CalibrationRequest(CalibrationConfig):
