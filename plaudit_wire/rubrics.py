@@ -109,7 +109,9 @@ class RollbackRequest(StoredModel):
 
     to: int = Field(ge=1, le=INT32_MAX)
     expected_version: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    note: str | None = Field(default=None, max_length=1000)
+    note: str | None = Field(
+        default=None, max_length=500, description="kept with the move in the rubric's history"
+    )
 
 
 class Criterion(BaseModel):

@@ -49,7 +49,7 @@ class TextEncoder(Protocol):
 
 class MiniLMEncoder:
     """A sentence-transformers folder (the bundled all-MiniLM-L6-v2 by default), normalized:
-    the service's own embedder, keyed by its folder and token limit."""
+    the same embedder class the services embed with, keyed by its folder and token limit."""
 
     def __init__(
         self, path: Path, *, max_seq_length: int = 256, device: str = "cpu", batch_size: int = 64

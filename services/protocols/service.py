@@ -28,7 +28,7 @@ from plaudit_wire.protocols import (
     SlimeRequest,
     SlimeResponse,
 )
-from plaudit_wire.rewards import RewardsGroupRequest
+from plaudit_wire.rewards import RewardsGroupRequest, RewardsGroupResponse
 from plaudit_wire.schemas import CompletionItem, Prompt
 from plaudit_wire.text import strip_end_markers
 from plaudit_wire.unicode_check import find_surrogates
@@ -303,10 +303,10 @@ class ProtocolService:
         if len(responses) < 2 and key.spec.group_channels:
             return await self._score_alone(key, responses)
         if not key.spec.group_channels:
-            response = await self._rewards.group(self._request(key, key.spec, responses))
+            response = await self._score(key, key.spec, responses)
             return settle_group(key.spec, response.results)
         with self._in_flight.scoring(key):
-            response = await self._rewards.group(self._request(key, key.spec, responses))
+            response = await self._score(key, key.spec, responses)
             settled = settle_group(key.spec, response.results)
             self._recent.remember(key, settled)
         return settled
@@ -329,19 +329,22 @@ class ProtocolService:
         if not pointwise:
             return unscored_group(key.spec, len(responses), GROUP_TOO_SMALL, fills=recent)
         own = ResolvedSpec(channels=pointwise, advantage="none")
-        response = await self._rewards.group(self._request(key, own, responses))
+        response = await self._score(key, own, responses)
         return lone_samples(key.spec, response.results, GROUP_TOO_SMALL, fills=recent)
 
-    @staticmethod
-    def _request(key: GroupKey, spec: ResolvedSpec, responses: list[str]) -> RewardsGroupRequest:
-        # The spec goes as resolved: the rewards service does not check it a second time.
-        return RewardsGroupRequest(
+    async def _score(
+        self, key: GroupKey, spec: ResolvedSpec, responses: list[str]
+    ) -> RewardsGroupResponse:
+        """The rewards service's scoring of one group; the spec goes as resolved, so it is
+        not checked a second time."""
+        group = RewardsGroupRequest(
             prompt=key.prompt,
             completions=[CompletionItem(text=text) for text in responses],
-            spec=spec,
+            spec=spec.as_dict(),
             run_id=key.run_id,
             step=key.step,
         )
+        return await self._rewards.group(group, resolved=spec)
 
 
 def openrlhf_response(

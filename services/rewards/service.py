@@ -89,9 +89,14 @@ class RewardsService:
         """Every channel this server scores with: options, range, whether it needs a group."""
         return {channel.name: channel.describe() for channel in self._channels_registry}
 
-    async def group(self, request: RewardsGroupRequest) -> RewardsGroupResponse:
-        """Per-completion totals (and advantages when the spec asks), stored when run_id is set."""
-        use = await self._spec_in_use(request.spec)
+    async def group(
+        self, request: RewardsGroupRequest, *, resolved: ResolvedSpec | None = None
+    ) -> RewardsGroupResponse:
+        """Per-completion totals (and advantages when the spec asks), stored when run_id is set.
+
+        ``resolved``: the spec of ``request`` already checked by a caller in this process (the
+        protocols service resolves a run's spec once, not once per group), used as it is."""
+        use = SpecInUse(resolved) if resolved is not None else await self._spec_in_use(request.spec)
         spec = use.spec
         outcomes = await self._channels(spec, request)
         rewards = aggregate.completion_rewards(completion_ids(request.completions), spec, outcomes)
@@ -128,10 +133,7 @@ class RewardsService:
         await self._spec_in_use(raw)
 
     async def _spec_in_use(self, raw: object) -> SpecInUse:
-        """An inline spec, or a saved one named ``name`` / ``name@N``; a spec another service
-        of this process resolved already (the protocols service) is taken as it is."""
-        if isinstance(raw, ResolvedSpec):
-            return SpecInUse(raw)
+        """An inline spec, or a saved one named ``name`` / ``name@N``."""
         if isinstance(raw, str):
             return await self.specs.in_use(raw)
         return SpecInUse(self.resolve(raw))
@@ -179,7 +181,7 @@ class RewardsService:
     ) -> None:
         if request.run_id is None or self._groups is None:
             return
-        payload = request.model_dump(exclude={"run_id", "step"})
+        payload = request.model_dump(exclude={"run_id", "step", "spec"})
         payload["spec"] = use.spec.as_dict()
         # What was scored, without the spec (the result names it): enough to audit or rescore.
         inputs = request.model_dump(mode="json", exclude={"run_id", "step", "spec", "id"})

@@ -195,7 +195,9 @@ class ArtifactRubricRepository:
             version.version,
             expected_version=head.current_version,
             owner=current_principal().owner,
-            note=note,
+            # The route takes at most the store's 500 characters; the memory's admin rollback
+            # (a reason of up to 1000) keeps the whole reason in its own record.
+            note=_event_note(note),
         )
         return RubricHead(
             **{

@@ -48,6 +48,8 @@ class RubricIdConvertor(Convertor[str]):
         return value
 
 
+# Starlette keeps convertors in one table of its own, read when a route is declared: so this is
+# registered when the module is imported, before the routes below.
 register_url_convertor("rubric_id", RubricIdConvertor())
 
 router = APIRouter(prefix="/v1/rubrics", tags=["rubrics"])
@@ -113,7 +115,7 @@ PathRubricRef = Annotated[
     Path(
         min_length=1,
         max_length=200,
-        json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f@]+(@[1-9][0-9]*)?$"},
+        json_schema_extra={"pattern": r"^rb_[^\x00-\x1f\x7f@/]+(@[1-9][0-9]*)?$"},
     ),
 ]
 

@@ -91,15 +91,21 @@ async def test_an_edit_is_applied_then_its_undo_is_held(memory_app: Make) -> Non
         criteria = [Criterion(**c) for c in rubric["criteria"]]
         assert list(stamp["weights"].values()) == pytest.approx(focal_weights(criteria, rates, 1.0))
 
+        # A reason longer than the store's 500-character event note: the memory's record keeps
+        # it whole, the rubric's history its first 500 characters.
+        reason = "the reword was too strict; " * 26
         rolled = await admin.post(
             f"/v1/memory/rubrics/{rubric_id}/rollback",
-            json={"version": 1, "reason": "the reword was too strict", "run_id": RUN},
+            json={"version": 1, "reason": reason, "run_id": RUN},
         )
         assert rolled.status_code == 200, rolled.text
         body = rolled.json()
         assert body["rubric"]["version"] == 1 and body["rubric"]["current_version"] == 1
         record = body["record"]
         assert record["kind"] == "rubric_update" and record["data"]["operation"] == "rollback"
+        assert record["text"].endswith(reason)
+        history = (await admin.get(f"/v1/artifacts/{rubric_id}/history")).json()
+        assert history["items"][0]["note"] == reason[:500]
         assert (record["data"]["from_version"], record["data"]["to_version"]) == (2, 1)
         listed = await admin.get(
             "/v1/memory/records", params={"run_id": RUN, "kind": "rubric_update"}

@@ -293,8 +293,11 @@ async def test_rubrics_are_artifacts_of_the_one_store(api: httpx.AsyncClient) ->
     history = (await api.get(f"/v1/artifacts/{rid}/history")).json()
     actions = [(e["action"], e["from_version"], e["to_version"]) for e in history["items"]]
     assert actions == [("promote", 1, 2), ("rollback", 2, 1), ("create", 1, 2), ("create", None, 1)]
-    # The rubric route's note is recorded with the move, as the artifact route's is.
+    # The rubric route's note is recorded with the move, as the artifact route's is; one the
+    # history cannot hold whole is refused, not cut.
     assert [e["note"] for e in history["items"][:2]] == ["fwd", "back"]
+    too_long = await api.post(f"/v1/rubrics/{rid}/rollback", json={"to": 1, "note": "n" * 501})
+    assert_envelope(too_long, 422, param="note")
     assert (await api.get("/v1/rubrics", params={"name": "boil-2"})).json()["total"] == 1
     assert (await api.get("/v1/rubrics", params={"name": "boil"})).json()["total"] == 0
     # One timestamp format (issue 20): the rubric and its artifact answer the same moment alike.
