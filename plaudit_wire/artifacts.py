@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from plaudit_wire.schemas import StoredModel
+from plaudit_wire.schemas import Page, StoredModel
 
 #: A step of a diff path: an object key, a list position, or ``{"id": ...}`` for an item of a
 #: list matched by id.
@@ -131,31 +131,16 @@ class VersionDiff(BaseModel):
     payload_changed: bool
 
 
-class ArtifactPage(BaseModel):
+class ArtifactPage(Page[ArtifactInfo]):
     """One page of artifacts, by name."""
 
-    items: list[ArtifactInfo]
-    limit: int
-    offset: int
-    total: int
 
-
-class VersionPage(BaseModel):
+class VersionPage(Page[VersionInfo]):
     """One page of an artifact's versions, newest first (without their content)."""
 
-    items: list[VersionInfo]
-    limit: int
-    offset: int
-    total: int
 
-
-class EventPage(BaseModel):
+class EventPage(Page[ArtifactEvent]):
     """One page of an artifact's history, newest first."""
-
-    items: list[ArtifactEvent]
-    limit: int
-    offset: int
-    total: int
 
 
 class ArtifactDetail(BaseModel):
