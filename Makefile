@@ -51,7 +51,7 @@ test-vllm: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services judges plaudit_wire trainer_client trainer
+	$(BIN)/mypy services judges plaudit_wire trainer_client trainer bench
 
 # The docs site on http://127.0.0.1:8808 (the API reference is generated from the app's schema).
 docs: install

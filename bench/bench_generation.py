@@ -30,6 +30,7 @@ from bench.texts import completions
 from judges.backends.base import GenerateRequest
 from judges.backends.local import LocalBackend
 from judges.templates import load_template
+from services.judge.settings import JudgeSettings
 from services.judge.structured import verdict_schema
 from services.settings import get_settings
 
@@ -72,7 +73,7 @@ def _is_json(text: str) -> bool:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = get_settings()
     backend = LocalBackend(
-        settings.judge.model,
+        JudgeSettings.of(settings).model,
         cache_dir=settings.models_dir,
         max_batch_size=args.batch,
         num_threads=args.threads,

@@ -34,10 +34,12 @@ import httpx
 from bench.common import interleaved, machine, plaudit_server
 from bench.texts import completions
 from plaudit_wire.judge import GroupRequest, JudgeOptions
+from plaudit_wire.schemas import CompletionItem
 from services.core.cache import MemoryCache
 from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.settings import get_settings
 
 QUESTION = "Explain in one or two sentences what the assistant computed."
@@ -46,7 +48,9 @@ MERGE_GROUPS = 8
 
 
 def _service(backend: Any, cache: MemoryCache | None = None) -> JudgeService:
-    return JudgeService(get_settings().judge, CachedJudge(backend, cache or MemoryCache()), None)
+    return JudgeService(
+        JudgeSettings.of(get_settings()), CachedJudge(backend, cache or MemoryCache()), None
+    )
 
 
 def _pair_runner(service: JudgeService, pairs: int) -> Callable[[JudgeOptions], None]:
@@ -103,7 +107,7 @@ def prefix_sharing(
     """Benchmark 1 and a G=8 round-robin group, prefix reuse on and off, interleaved."""
     group = GroupRequest(
         prompt=QUESTION,
-        completions=completions(8, seed=13, sentences=1),
+        completions=[CompletionItem(text=t) for t in completions(8, seed=13, sentences=1)],
         pairing="round_robin",
         cache=False,
     )
@@ -130,7 +134,8 @@ def _run_group(service: JudgeService, request: GroupRequest) -> None:
 
 
 def cache_hit_vs_miss(backend: Any) -> dict[str, Any]:
-    request = GroupRequest(prompt=QUESTION, completions=completions(8, seed=11, sentences=1))
+    texts = completions(8, seed=11, sentences=1)
+    request = GroupRequest(prompt=QUESTION, completions=[CompletionItem(text=t) for t in texts])
     cache = MemoryCache()
     service = _service(backend, cache)
     start = time.perf_counter()
@@ -239,7 +244,7 @@ async def _wait_ready(client: httpx.AsyncClient) -> None:
 
 async def _started_backend(**overrides: Any) -> Any:
     settings = get_settings().with_overrides(**overrides)
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
     await backend.start()
     return backend
 

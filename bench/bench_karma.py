@@ -51,7 +51,7 @@ def karma_app(runner: asyncio.Runner, model: Path, **karma: Any) -> Iterator[htt
     from services.karma.settings import KarmaSettings
     from services.settings import Settings
 
-    settings = Settings(  # type: ignore[call-arg]
+    settings = Settings(
         data_dir=Path(tempfile.mkdtemp(prefix="plaudit-bench-")),
         karma=KarmaSettings(**karma),
         _env_file=None,

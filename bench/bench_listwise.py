@@ -43,6 +43,7 @@ from services.core.models.layer import model_backend
 from services.datasets.store import locate
 from services.judge.evaluation import load_rows, truncate, wilson
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.settings import get_settings
 
 
@@ -208,13 +209,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         random.Random(args.seed).sample(groups, min(args.groups, len(groups))), key=lambda g: g.key
     )
     settings = get_settings()
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
     await backend.start()
     tokenizer = AutoTokenizer.from_pretrained(
-        resolve_model_dir(settings.judge.model, settings.models_dir)
+        resolve_model_dir(JudgeSettings.of(settings).model, settings.models_dir)
     )
     counter = CountingBackend(backend, tokenizer)
-    service = JudgeService(settings.judge, CachedJudge(counter, MemoryCache()), None)  # type: ignore[arg-type]
+    service = JudgeService(JudgeSettings.of(settings), CachedJudge(counter, MemoryCache()), None)
     judged = []
     try:
         for number, group in enumerate(picked, start=1):

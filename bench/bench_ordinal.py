@@ -11,14 +11,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Callable
 
 import numpy as np
 
 from bench.common import interleaved, machine
-from plaudit_wire.ordinal import AdvantagesRequest
+from plaudit_wire.ordinal import AdvantagesRequest, AdvantagesResponse
 from services.ordinal import estimators
 from services.ordinal.service import OrdinalService
+from services.ordinal.settings import OrdinalSettings
 from services.settings import Settings
+
+
+def _advantages_call(
+    service: OrdinalService, request: AdvantagesRequest
+) -> Callable[[], AdvantagesResponse]:
+    """One timed call of the service's advantages route logic (its own event loop)."""
+    return lambda: asyncio.run(service.advantages(request))
 
 
 def main() -> None:
@@ -39,14 +48,14 @@ def main() -> None:
         },
         args.repeats,
     )
-    service = OrdinalService(Settings().ordinal, None)
+    service = OrdinalService(OrdinalSettings.of(Settings()), None)
     groups = [{"scores": row} for row in scores.astype(int).tolist()]
     requests = {
         name: AdvantagesRequest.model_validate({"groups": groups, "k": args.k, "estimator": name})
         for name in ("grpo", "odrpo")
     }
     service_times = interleaved(
-        {name: lambda r=req: asyncio.run(service.advantages(r)) for name, req in requests.items()},
+        {name: _advantages_call(service, req) for name, req in requests.items()},
         max(3, args.repeats // 3),
     )
     print(

@@ -74,7 +74,7 @@ async def app_services(generator: str) -> AsyncIterator[Any]:
 
         extra["judge_backend"] = ExtractiveRealJudge()
     with tempfile.TemporaryDirectory(prefix="plaudit-bench-synth-") as data:
-        settings = Settings(data_dir=Path(data), _env_file=None)  # type: ignore[call-arg]
+        settings = Settings(data_dir=Path(data), _env_file=None)
         app = create_app(settings, **extra)
         async with app.router.lifespan_context(app):
             await app.state.resources.loaded()
@@ -179,7 +179,9 @@ async def cost(args: argparse.Namespace) -> dict[str, Any]:
         # A new prompt every call, as in training (each group its own prompt): no call finds
         # its head among the judge's recent ones from an earlier call.
         prompt = f"{question} (case {next(calls)})"
-        return ScoreRequest(rubric=rubric, prompt=prompt, completions=COMPLETIONS, cache=False)
+        return ScoreRequest.model_validate(
+            {"rubric": rubric, "prompt": prompt, "completions": COMPLETIONS, "cache": False}
+        )
 
     async def timed(service: RubricsService, n: int) -> float:
         started = time.perf_counter()

@@ -28,6 +28,7 @@ from services.core.cache import MemoryCache
 from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.settings import get_settings
 
 TEMPLATES = ("pairwise@1", "pairwise@2")
@@ -62,12 +63,12 @@ async def _judge(service: JudgeService, case: Case, template: str, swap: bool) -
 
 async def run(templates: Sequence[str], triples: int, out: str | None) -> dict[str, Any]:
     settings = get_settings()
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
     # One cache per run: the single-order pass reuses the swap pass's "ab" order.
-    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(JudgeSettings.of(settings), CachedJudge(backend, MemoryCache()), None)
     cases = build_cases(TRIPLES[:triples], STYLES)
     result: dict[str, Any] = {
         "machine": machine(),
@@ -79,7 +80,7 @@ async def run(templates: Sequence[str], triples: int, out: str | None) -> dict[s
     }
     for template in templates:
         began = time.perf_counter()
-        runs = {}
+        runs: dict[str, Any] = {}
         for swap in (True, False):
             verdicts = await judge_cases(service, cases, template, swap)
             runs["swap" if swap else "single"] = count_flips(cases, verdicts, STYLES)

@@ -14,14 +14,15 @@ from pathlib import Path
 
 
 def make(folder: Path) -> Path:
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling, Transformer
+    from transformers.models.bert import BertConfig, BertModel, BertTokenizer
 
     raw = folder / "transformer"
     raw.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.ascii_lowercase, *string.digits]
     (raw / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(raw / "vocab.txt")).save_pretrained(raw)
+    BertTokenizer(vocab_file=str(raw / "vocab.txt")).save_pretrained(raw)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=32,
@@ -30,8 +31,8 @@ def make(folder: Path) -> Path:
         intermediate_size=64,
     )
     BertModel(config).save_pretrained(raw)
-    encoder = models.Transformer(str(raw))
-    pooling = models.Pooling(encoder.get_word_embedding_dimension())
+    encoder = Transformer(str(raw))
+    pooling = Pooling(encoder.get_word_embedding_dimension())
     SentenceTransformer(modules=[encoder, pooling]).save(str(folder / "model"))
     return folder / "model"
 

@@ -27,6 +27,7 @@ from services.core.models.cached_judge import CachedJudge
 from services.core.models.layer import model_backend
 from services.judge import evaluation as ev
 from services.judge.service import JudgeService
+from services.judge.settings import JudgeSettings
 from services.settings import get_settings
 
 
@@ -34,11 +35,11 @@ async def _count(args: argparse.Namespace) -> dict[str, Any]:
     settings = get_settings()
     votes = ev.stratified_sample(ev.load_votes(args.data), args.limit, args.seed, non_tie_only=True)
     votes = votes[args.skip :]  # resume a run that stopped part-way (the sample is in id order)
-    backend = model_backend(settings, "judge", settings.judge)
+    backend = model_backend(settings, "judge", JudgeSettings.of(settings))
     start = getattr(backend, "start", None)
     if start is not None:
         await start()
-    service = JudgeService(settings.judge, CachedJudge(backend, MemoryCache()), None)
+    service = JudgeService(JudgeSettings.of(settings), CachedJudge(backend, MemoryCache()), None)
     counts: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     extra = {"template": args.template} if args.template else {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PACKAGES = ["services", "judges", "plaudit_wire", "trainer_client", "trainer"]
+PACKAGES = ["services", "judges", "plaudit_wire", "trainer_client", "trainer", "bench"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -16,7 +16,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_check_and_format() -> None:
-    targets = [*PACKAGES, "tests", "bench", "migrations"]
+    targets = [*PACKAGES, "tests", "migrations"]
     existing = [t for t in targets if (ROOT / t).exists()]
     check = _run(str(BIN / "ruff"), "check", *existing)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judges.backends.base import GenerateRequest, GenerateResult
+from services.judge.settings import JudgeSettings
 from tests.services.rubrics.scripted import RubricScriptedBackend
 
 _DOCUMENT = re.compile(r"<document>\n(.*?)\n</document>", re.S)
@@ -67,7 +68,7 @@ class ExtractiveRealJudge:
             from services.settings import Settings
 
             settings = Settings()
-            inner = model_backend(settings, "judge", settings.judge)
+            inner = model_backend(settings, "judge", JudgeSettings.of(settings))
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:
