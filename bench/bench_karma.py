@@ -34,7 +34,7 @@ def untrained_model(out: Path) -> Path:
     from services.karma.model import KarmaCard, KarmaModel
     from services.karma.training import _load_base, write_model_dir
 
-    config = KarmaTrainConfig()
+    config = KarmaTrainConfig(method="finetune")
     model, tokenizer = _load_base(config)
     card = KarmaCard(
         config.variant, config.max_length, config.min_context, "bundled", config.context_head

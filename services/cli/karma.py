@@ -56,10 +56,10 @@ def train(
     method: Annotated[
         str,
         typer.Option(
-            help="frozen: a head over frozen MiniLM embeddings, every pair in minutes on a CPU; "
-            "finetune: fine-tune the cross-encoder with TRL (for a GPU: --device cuda)"
+            help="frozen (default): a head over frozen MiniLM embeddings, every pair in minutes on "
+            "a CPU; finetune: fine-tune the cross-encoder with TRL (for a GPU: --device cuda)"
         ),
-    ] = "finetune",
+    ] = "frozen",
     base_model: Annotated[
         str, typer.Option(help="finetune: 'bundled' MiniLM or a model folder")
     ] = "bundled",
@@ -73,6 +73,9 @@ def train(
     encoder: Annotated[
         str | None,
         typer.Option(help="frozen: 'bundled' MiniLM, a folder, or 'none' (text features only)"),
+    ] = None,
+    encoder_layers: Annotated[
+        int | None, typer.Option(min=0, help="frozen: the encoder's first N layers (3; 0: all)")
     ] = None,
     head_epochs: Annotated[int | None, typer.Option(min=1, help="frozen: passes (2)")] = None,
     head_hidden: Annotated[int | None, typer.Option(min=1, help="frozen: MLP width (64)")] = None,
@@ -116,6 +119,7 @@ def train(
         output_dir=out,
         max_train_pairs=max_train_pairs,
         encoder=encoder,
+        encoder_layers=encoder_layers,
         head_epochs=head_epochs,
         head_hidden=head_hidden,
         max_length=max_length,

@@ -49,15 +49,29 @@ class TextEncoder(Protocol):
 
 class MiniLMEncoder:
     """A sentence-transformers folder (the bundled all-MiniLM-L6-v2 by default), normalized:
-    the same embedder class the services embed with, keyed by its folder and token limit."""
+    the same embedder class the services embed with, keyed by its folder and token limit.
+
+    ``layers`` keeps only the first N transformer layers (mean pooling then reads layer N).
+    Issue 24: the first run of the frozen method embeds every training text, and on two CPU
+    cores the six layers take about 25 minutes; the first three halve it (BENCHMARKS.md).
+    """
 
     def __init__(
-        self, path: Path, *, max_seq_length: int = 256, device: str = "cpu", batch_size: int = 64
+        self,
+        path: Path,
+        *,
+        max_seq_length: int = 256,
+        layers: int | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
     ) -> None:
         self._embedder = SentenceTransformerEmbedder(
             path, device=device, batch_size=batch_size, max_seq_length=max_seq_length
         )
         self._key = f"{path.name}:{max_seq_length}"
+        if layers is not None:
+            self._embedder.keep_layers(layers)
+            self._key += f":L{layers}"
 
     @property
     def key(self) -> str:

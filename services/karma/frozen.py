@@ -65,6 +65,8 @@ class FrozenCard:
     variant: Variant
     encoder: str = BUNDLED
     max_seq_length: int = 256
+    #: The encoder's first N transformer layers (None: all); older cards have none.
+    encoder_layers: int | None = None
     hidden: int = 256
     dropout: float = 0.1
     features: tuple[str, ...] = FEATURE_NAMES
@@ -90,16 +92,22 @@ def encoder_path(name: str) -> Path:
 
 
 def load_encoder(
-    name: str, *, max_seq_length: int, device: str = "cpu", batch_size: int = 64
+    name: str,
+    *,
+    max_seq_length: int,
+    layers: int | None = None,
+    device: str = "cpu",
+    batch_size: int = 64,
 ) -> TextEncoder:
-    """The card's encoder: ``none`` (text features only), ``bundled`` MiniLM, or a folder."""
+    """The card's encoder: ``none`` (text features only), ``bundled`` MiniLM, or a folder
+    (cut to its first ``layers`` transformer layers when given)."""
     if name == NO_ENCODER:
         return NoEncoder()
     folder = encoder_path(name)
     if not folder.is_dir():
         raise KarmaDataError(f"encoder {folder} is not a folder", param="encoder")
     return MiniLMEncoder(
-        folder, max_seq_length=max_seq_length, device=device, batch_size=batch_size
+        folder, max_seq_length=max_seq_length, layers=layers, device=device, batch_size=batch_size
     )
 
 
@@ -208,7 +216,11 @@ class FrozenKarmaModel(InputScorer):
         directory = Path(path).expanduser()
         card = FrozenCard.from_json(json.loads((directory / CARD_FILE).read_text()))
         encoder = load_encoder(
-            card.encoder, max_seq_length=card.max_seq_length, device=device, batch_size=batch_size
+            card.encoder,
+            max_seq_length=card.max_seq_length,
+            layers=card.encoder_layers,
+            device=device,
+            batch_size=batch_size,
         )
         head = build_head(input_width(card, encoder.dimension), card.hidden, card.dropout)
         head.load_state_dict(load_file(str(directory / HEAD_FILE)))

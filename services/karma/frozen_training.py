@@ -165,11 +165,17 @@ def _new_model(
     config: KarmaTrainConfig, cache_dir: Path
 ) -> tuple[FrozenKarmaModel, EmbeddingCache | None]:
     with loading_lock():
-        encoder = load_encoder(config.encoder, max_seq_length=config.encoder_max_length)
+        encoder = load_encoder(
+            config.encoder,
+            max_seq_length=config.encoder_max_length,
+            layers=config.encoder_layers or None,
+            device=config.device or ("cuda" if _cuda() else "cpu"),
+        )
     card = FrozenCard(
         variant=config.variant,
         encoder=config.encoder,
         max_seq_length=config.encoder_max_length,
+        encoder_layers=config.encoder_layers or None,
         hidden=config.head_hidden,
         dropout=config.head_dropout,
     )
@@ -179,6 +185,12 @@ def _new_model(
     head = build_head(head_width(card, encoder.dimension), card.hidden, card.dropout)
     cache = None if isinstance(encoder, NoEncoder) else EmbeddingCache(cache_dir, encoder)
     return FrozenKarmaModel(card, head, encoder, cache=cache), cache
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def _prefill(cache: EmbeddingCache | None, inputs: Sequence[KarmaInput], report: ProgressFn) -> int:

@@ -64,6 +64,19 @@ class SentenceTransformerEmbedder:
             self._model.max_seq_length = max_seq_length
         self._batch_size = batch_size
 
+    def keep_layers(self, count: int) -> None:
+        """Run only the first ``count`` transformer layers (a BERT-style encoder's)."""
+        stack = getattr(getattr(self._model[0], "auto_model", None), "encoder", None)
+        layers = getattr(stack, "layer", None)
+        if stack is None or layers is None:
+            raise InvalidInput(f"{self.model_id} has no layer stack to cut", param="encoder_layers")
+        if not 1 <= count <= len(layers):
+            raise InvalidInput(
+                f"{self.model_id} has {len(layers)} layers; cannot keep {count}",
+                param="encoder_layers",
+            )
+        stack.layer = layers[:count]
+
     @property
     def dimension(self) -> int:
         named = getattr(self._model, "get_embedding_dimension", None)  # sentence-transformers 6

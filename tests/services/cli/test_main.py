@@ -42,6 +42,14 @@ def test_serve_rejects_an_unknown_service() -> None:
     assert "unknown service" in result.output
 
 
+def test_karma_train_refuses_an_option_its_method_does_not_read() -> None:
+    """Issue 24: frozen is the default method; --epochs (a fine-tuning option) is refused, not
+    ignored, before any data is read."""
+    result = runner.invoke(app, ["karma", "train", "--epochs", "3", "--no-store"])
+    assert result.exit_code == 2
+    assert "read only by method 'finetune'" in " ".join(result.output.split())
+
+
 def test_db_upgrade_and_downgrade_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLAUDIT_DATA_DIR", str(tmp_path / "d"))
     up = runner.invoke(app, ["db", "upgrade"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from plaudit_wire.karma import KarmaTrainConfig
+from services.core.errors import InvalidInput
 from services.karma.data import Pair, Reply
 from services.karma.embedding_cache import EmbeddingCache, Matrix, MiniLMEncoder
 from services.karma.evaluation import length_matched, pair_metrics, subset_accuracy
@@ -125,6 +126,19 @@ def test_the_cache_embeds_each_text_once_and_keeps_it_on_disk(
         again.vectors(["never embedded"])
 
 
+def test_an_encoder_cut_to_its_first_layers_is_keyed_apart(minilm: MiniLMEncoder) -> None:
+    """Issue 24: ``encoder_layers`` runs the first N layers; its vectors differ from the whole
+    model's, so the cache must never hand one out for the other."""
+    cut = MiniLMEncoder(encoder_path("bundled"), max_seq_length=64, layers=2)
+    assert cut.key == f"{minilm.key}:L2" and cut.dimension == minilm.dimension
+    texts = ["How do I pick a major?", "Take intro classes."]
+    whole, short = minilm.encode(texts), cut.encode(texts)
+    np.testing.assert_allclose(np.linalg.norm(short, axis=1), 1.0, atol=1e-5)
+    assert float(np.sum(whole * short, axis=1).max()) < 0.99
+    with pytest.raises(InvalidInput, match="has 6 layers"):
+        MiniLMEncoder(encoder_path("bundled"), layers=7)
+
+
 # --- a real tiny training run ------------------------------------------------------------------
 
 
@@ -179,7 +193,7 @@ def test_frozen_trains_on_every_pair_by_default(
     trained: tuple[TrainResult, Path, Path],
 ) -> None:
     result, _, _ = trained
-    assert KarmaTrainConfig().method == "finetune"  # until dev numbers say otherwise
+    assert KarmaTrainConfig().method == "frozen"  # issue 24: chosen on the dev split
     assert {p.name for p in result.path.iterdir()} == {
         "karma.json",
         "head.safetensors",
@@ -228,4 +242,18 @@ def test_the_text_features_alone_train_without_an_encoder(
     model = load_model(result.path)
     assert isinstance(model, FrozenKarmaModel) and model.card.encoder == "none"
     good, bad = model.score("Any advice about labs?", ["Start early: ask a senior.", "lol"])
+    assert good != bad
+
+
+def test_a_model_on_the_first_layers_loads_them_again(
+    trained: tuple[TrainResult, Path, Path],
+) -> None:
+    _, data, root = trained
+    config = _config(data, root / "two-layers").model_copy(update={"encoder_layers": 2})
+    result = train_karma(config, data_dir=root, models_dir=root, cache_dir=root / "cache")
+    assert result.metrics["training"]["texts_embedded"] > 0  # its own vectors, not the cached
+    model = load_model(result.path)
+    assert isinstance(model, FrozenKarmaModel) and model.card.encoder_layers == 2
+    assert model.featurizer.encoder.key.endswith(":L2")  # the card's cut, not the whole model
+    good, bad = model.score("Any advice about labs?", ["Ask a senior early.", "lol"])
     assert good != bad

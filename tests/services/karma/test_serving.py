@@ -216,13 +216,17 @@ async def test_bad_input_is_a_clear_422(
     assert "lacks threads.jsonl.gz" in await refused({"data": "half"}, "data")
     # The same answer whether the path is missing, a plain folder or too long (issue 23).
     answers = {
-        await refused({"base_model": path}, "base_model")
+        await refused({"method": "finetune", "base_model": path}, "base_model")
         for path in ("/no/model", "/etc", "/" + "x" * 300)
     }
     assert len(answers) == 3 and all("not a model folder" in a for a in answers)
     await refused({"variant": "everything"}, "variant")
     await refused({"output_dir": "/tmp/x"}, "output_dir")
     await refused({"epochs": 0}, "epochs")
+    # Issue 24: frozen is the default, so a fine-tuning option alone would do nothing: refused.
+    assert "read only by method 'finetune'" in await refused({"epochs": 2}, "epochs")
+    frozen_only = {"method": "finetune", "head_epochs": 5}
+    assert "by method 'frozen'" in await refused(frozen_only, "head_epochs")
     forbidden = await trainer.post("/v1/karma/train", json=TINY)
     assert_envelope(forbidden, 403)
     for body in (
