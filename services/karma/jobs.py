@@ -30,7 +30,6 @@ from services.karma.settings import KarmaSettings
 log = logging.getLogger(__name__)
 
 TRAIN = "karma.train"
-#: The training stages as the job's progress names them.
 #: A user's JSONL up to this size is read when the request arrives (bad lines: 422 at once).
 CHECK_NOW_BYTES = 50 * 2**20
 

@@ -18,7 +18,13 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: The trainers' short stage names, as a job reports them.
-STAGES = {"load": "loading", "train": "training", "evaluate": "evaluating", "save": "saving"}
+STAGES = {
+    "load": "loading",
+    "embed characters": "embedding",
+    "train": "training",
+    "evaluate": "evaluating",
+    "save": "saving",
+}
 
 
 class ThreadProgress:

@@ -116,7 +116,10 @@ def test_the_cache_embeds_each_text_once_and_keeps_it_on_disk(
     counting = _Counting(minilm)
     cache = EmbeddingCache(tmp_path, counting)
     texts = ["How do I pick a major?", "Take intro classes.", "How do I pick a major?"]
-    assert cache.ensure(texts) == 2 and counting.texts == 2
+    reports: list[tuple[int, int, str]] = []
+    assert cache.ensure(texts, progress=lambda *r: reports.append(r)) == 2 and counting.texts == 2
+    characters = len(texts[0]) + len(texts[1])  # progress counts characters, not texts
+    assert reports == [(characters, characters, "embed characters")]
     assert cache.ensure(texts) == 0 and counting.texts == 2
     again = EmbeddingCache(tmp_path, counting)  # a new process reads the shards
     assert len(again) == 2 and again.ensure(texts[:2]) == 0 and counting.texts == 2
