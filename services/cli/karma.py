@@ -75,7 +75,8 @@ def train(
         typer.Option(help="frozen: 'bundled' MiniLM, a folder, or 'none' (text features only)"),
     ] = None,
     encoder_layers: Annotated[
-        int | None, typer.Option(min=0, help="frozen: the encoder's first N layers (3; 0: all)")
+        int | None,
+        typer.Option(min=0, help="frozen: the encoder's first N layers (0: all; bundled: 3)"),
     ] = None,
     head_epochs: Annotated[int | None, typer.Option(min=1, help="frozen: passes (2)")] = None,
     head_hidden: Annotated[int | None, typer.Option(min=1, help="frozen: MLP width (64)")] = None,

@@ -54,8 +54,8 @@ class MiniLMEncoder:
     the same embedder class the services embed with, keyed by its folder and token limit.
 
     ``layers`` keeps only the first N transformer layers (mean pooling then reads layer N).
-    Issue 24: the first run of the frozen method embeds every training text, and on two CPU
-    cores the six layers take about 25 minutes; the first three halve it (BENCHMARKS.md).
+    Issue 24: the first run of the frozen method embeds every training text; on two CPU cores
+    the six layers take about 25 minutes, the first three under 10 (BENCHMARKS.md).
     """
 
     def __init__(

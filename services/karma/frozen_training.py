@@ -168,14 +168,14 @@ def _new_model(
         encoder = load_encoder(
             config.encoder,
             max_seq_length=config.encoder_max_length,
-            layers=config.encoder_layers or None,
+            layers=config.encoder_depth(),
             device=config.device or ("cuda" if _cuda() else "cpu"),
         )
     card = FrozenCard(
         variant=config.variant,
         encoder=config.encoder,
         max_seq_length=config.encoder_max_length,
-        encoder_layers=config.encoder_layers or None,
+        encoder_layers=config.encoder_depth(),
         hidden=config.head_hidden,
         dropout=config.head_dropout,
     )

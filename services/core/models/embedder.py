@@ -69,7 +69,10 @@ class SentenceTransformerEmbedder:
         stack = getattr(getattr(self._model[0], "auto_model", None), "encoder", None)
         layers = getattr(stack, "layer", None)
         if stack is None or layers is None:
-            raise InvalidInput(f"{self.model_id} has no layer stack to cut", param="encoder_layers")
+            raise InvalidInput(
+                f"{self.model_id} has no layer stack to cut; set encoder_layers to 0 (all)",
+                param="encoder_layers",
+            )
         if not 1 <= count <= len(layers):
             raise InvalidInput(
                 f"{self.model_id} has {len(layers)} layers; cannot keep {count}",

@@ -197,6 +197,10 @@ def test_frozen_trains_on_every_pair_by_default(
 ) -> None:
     result, _, _ = trained
     assert KarmaTrainConfig().method == "frozen"  # issue 24: chosen on the dev split
+    assert KarmaTrainConfig().encoder_depth() == 3  # the bundled MiniLM's first three layers
+    assert KarmaTrainConfig(encoder="~/my-encoder").encoder_depth() is None  # another: all
+    assert KarmaTrainConfig(encoder_layers=0).encoder_depth() is None
+    assert json.loads((result.path / "karma.json").read_text())["encoder_layers"] == 3
     assert {p.name for p in result.path.iterdir()} == {
         "karma.json",
         "head.safetensors",
