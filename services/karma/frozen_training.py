@@ -164,12 +164,14 @@ def train_frozen(
 def _new_model(
     config: KarmaTrainConfig, cache_dir: Path
 ) -> tuple[FrozenKarmaModel, EmbeddingCache | None]:
+    from services.karma.training import _device  # the fine-tuning's choice; imports this lazily
+
     with loading_lock():
         encoder = load_encoder(
             config.encoder,
             max_seq_length=config.encoder_max_length,
             layers=config.encoder_depth(),
-            device=config.device or ("cuda" if _cuda() else "cpu"),
+            device=_device(config),
         )
     card = FrozenCard(
         variant=config.variant,
@@ -185,12 +187,6 @@ def _new_model(
     head = build_head(head_width(card, encoder.dimension), card.hidden, card.dropout)
     cache = None if isinstance(encoder, NoEncoder) else EmbeddingCache(cache_dir, encoder)
     return FrozenKarmaModel(card, head, encoder, cache=cache), cache
-
-
-def _cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
 
 
 def _prefill(cache: EmbeddingCache | None, inputs: Sequence[KarmaInput], report: ProgressFn) -> int:
