@@ -160,6 +160,7 @@ def servers(args: argparse.Namespace, workdir: Path) -> Iterator[Target]:
                 "record",
                 "--format",
                 "raw",
+                "--nonblocking",
                 "-r",
                 "200",
                 "-o",

@@ -89,6 +89,7 @@ def serve(
     bind_port = port or settings.port
     from services.core.context import configure_logging
     from services.core.errors import InvalidInput
+    from services.core.heap import freeze_in_this_process
     from services.core.web.auth import check_bind_allowed
 
     try:
@@ -97,6 +98,7 @@ def serve(
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(2) from exc
     configure_logging(settings.log_level)
+    freeze_in_this_process()  # a served process keeps its start-up objects (services/core/heap.py)
     factory = APPS[service] if workers == 1 else _share_between_workers(settings, service)
     import uvicorn
 

@@ -21,6 +21,7 @@ from services.core.channels import ChannelRegistry
 from services.core.components import ServiceRegistry
 from services.core.db import engine as db
 from services.core.db.records import ScoredGroupRepository
+from services.core.heap import freeze_startup_objects
 from services.core.jobs.context import JobRegistry
 from services.core.jobs.queues import JobQueue, make_job_queue
 from services.core.jobs.store import JobStore
@@ -87,6 +88,8 @@ class Resources:
                 await load()
             except Exception:
                 log.exception("a model failed to load")
+        if self.loaders:
+            freeze_startup_objects("models loaded")
 
     async def readiness(self) -> dict[str, bool]:
         """Each check that /health/ready reports."""

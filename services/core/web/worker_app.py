@@ -17,8 +17,10 @@ FACTORY_VAR = "_PLAUDIT_SERVE_FACTORY"
 def create_app() -> Any:
     """Configure logging, then build the app the parent process chose."""
     from services.core.context import configure_logging
+    from services.core.heap import freeze_in_this_process
     from services.core.settings import CoreSettings
 
     configure_logging(CoreSettings().log_level)
+    freeze_in_this_process()
     module, _, name = os.environ[FACTORY_VAR].partition(":")
     return getattr(importlib.import_module(module), name)()
