@@ -340,10 +340,57 @@ def _variables(
     return frozenset(names)
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """A ``$placeholder`` text split once into its literal runs and placeholder names.
+
+    Filling it joins the runs and values: :meth:`string.Template.substitute` scans the whole
+    text with a regular expression on every call, 7% of a G=8 group's CPU in the overhead
+    bench (56 prompts of about 1.2 KB, issue 19). Same syntax and result: ``$name``,
+    ``${name}``, ``$$`` for a dollar sign.
+    """
+
+    literals: tuple[str, ...]  # one more than names: text before, between and after them
+    names: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> _Compiled:
+        literals: list[str] = []
+        names: list[str] = []
+        run: list[str] = []
+        at = 0
+        for match in string.Template.pattern.finditer(text):
+            run.append(text[at : match.start()])
+            at = match.end()
+            if match["escaped"] is not None:
+                run.append(string.Template.delimiter)
+            elif match["invalid"] is not None:
+                raise ValueError(f"invalid placeholder at character {match.start()}: {text!r}")
+            else:
+                literals.append("".join(run))
+                names.append(match["named"] or match["braced"])
+                run = []
+        run.append(text[at:])
+        literals.append("".join(run))
+        return cls(tuple(literals), tuple(names))
+
+    def substitute(self, values: Mapping[str, str]) -> str:
+        """The text with each placeholder's value (``KeyError`` for a missing one)."""
+        parts = [self.literals[0]]
+        for name, literal in zip(self.names, self.literals[1:], strict=True):
+            parts.append(str(values[name]))
+            parts.append(literal)
+        return "".join(parts)
+
+    def get_identifiers(self) -> list[str]:
+        """The placeholder names, each once, in order of first use."""
+        return list(dict.fromkeys(self.names))
+
+
 @functools.lru_cache(maxsize=256)
-def _compiled(text: str) -> string.Template:
+def _compiled(text: str) -> _Compiled:
     """A template string, parsed once (templates are few and never change)."""
-    return string.Template(text)
+    return _Compiled.parse(text)
 
 
 def _as_text(key: str, value: Any) -> str:

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 HttpClient = Literal["aiohttp", "httpx"]
 
 
@@ -56,8 +58,13 @@ class HttpReply:
         return self.content.decode("utf-8", "replace")
 
     def json(self) -> Any:
-        """The body parsed as JSON; ``ValueError`` when it is not JSON."""
-        return json.loads(self.content)
+        """The body parsed as JSON; ``ValueError`` when it is not JSON. ``NaN`` and
+        ``-Infinity`` (which Python servers can write for a logprob) are read as
+        :func:`json.loads` reads them."""
+        try:
+            return orjson.loads(self.content)
+        except orjson.JSONDecodeError:
+            return json.loads(self.content)
 
 
 class HttpTransport(Protocol):
@@ -90,5 +97,11 @@ def make_transport(
 
 
 def encode(body: Mapping[str, Any]) -> bytes:
-    """A request body as compact JSON bytes (what both clients send)."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    """A request body as compact UTF-8 JSON bytes (what both clients send); dict keys that
+    are not strings (``logit_bias`` token ids) become strings, as :func:`json.dumps` makes them.
+
+    orjson, not :mod:`json`: a G=8 group's reply (56 choices with their listed logprobs,
+    about 40 KB) decodes in 0.27 ms against 1.27, and its request encodes 28 times faster
+    (issue 19; measured on this project's two-core machine).
+    """
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)

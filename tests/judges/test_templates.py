@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 import pytest
@@ -157,3 +158,28 @@ def test_render_many_renders_as_render_does_neutralising_each_text_once(
     monkeypatch.setattr(templates_module, "neutralise", counting)
     assert template.render_many("c0de", rows, question="2+2?") == one_by_one
     assert len(calls) == 1 + 8  # the question, and each response once
+
+
+@pytest.mark.parametrize("ref", available_templates())
+def test_split_templates_fill_as_string_template_does(ref: str) -> None:
+    """Templates are split once and joined per prompt (issue 19); the text must be the one
+    :class:`string.Template` gives, dollar signs and braces in values included."""
+    template = load_template(ref)
+    for text in (template.system, template.user):
+        if not text:
+            continue
+        names = string.Template(text).get_identifiers()
+        values = {name: f"${name} ${{x}} $$ {{{name}}} \\1 \u00e9" for name in names}
+        assert templates_module._compiled(text).substitute(values) == string.Template(
+            text
+        ).substitute(values)
+        assert templates_module._compiled(text).get_identifiers() == names
+
+
+def test_split_templates_read_escapes_braces_and_refuse_bad_placeholders() -> None:
+    compiled = templates_module._compiled("$$5 for ${a}b and $c.$$")
+    assert compiled.substitute({"a": "X", "c": "Y"}) == "$5 for Xb and Y.$"
+    with pytest.raises(KeyError):
+        compiled.substitute({"a": "X"})
+    with pytest.raises(ValueError, match="invalid placeholder"):
+        templates_module._compiled("costs $5")
