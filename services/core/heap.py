@@ -2,7 +2,7 @@
 
 A Plaudit process holds about 670,000 tracked objects once it has started (FastAPI, pydantic,
 SQLAlchemy, transformers and a tokenizer, the models), and each full collection walks all of
-them: about 0.5 s on two cores, several times a minute under load. Measured (issue 19) with
+them: 0.5 to 0.7 s on two cores, every few seconds under load. Measured (issue 19) with
 ``bench/bench_overhead.py``'s pairwise route at 64 clients against the 50 ms stand-in judge:
 5 full collections took 3.7 s of a 13 s phase, a quarter of the server's time.
 
