@@ -6,6 +6,7 @@ Heavy imports happen inside commands, so ``plaudit --version`` works on a client
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -99,6 +100,9 @@ def serve(
         raise typer.Exit(2) from exc
     configure_logging(settings.log_level)
     freeze_in_this_process()  # a served process keeps its start-up objects (services/core/heap.py)
+    # Each model load is one log line (judges/model_worker.py), not a tqdm bar drawn into the
+    # server's log; transformers reads this when first imported, here and in --workers.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     factory = APPS[service] if workers == 1 else _share_between_workers(settings, service)
     import uvicorn
 

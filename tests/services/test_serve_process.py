@@ -24,9 +24,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path) -> Iterator[str]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path
+) -> Iterator[tuple[str, Path]]:
+    """The server's base URL and its log file."""
     port = _free_port()
     data = tmp_path_factory.mktemp("serve-data")
+    log_path = data / "serve.log"  # a file, not a pipe nobody drains
     env = {
         **os.environ,
         "PLAUDIT_DATA_DIR": str(data),
@@ -36,16 +40,17 @@ def server(tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path) -> I
     for name in ("PLAUDIT_DATABASE_URL", "PLAUDIT_REDIS_URL", "PLAUDIT_API_KEYS"):
         env.pop(name, None)
     plaudit = Path(sys.executable).with_name("plaudit")
-    proc = subprocess.Popen(
-        [str(plaudit), "serve", "all", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(plaudit), "serve", "all", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(base, proc)
-        yield base
+        _wait_ready(base, proc, log_path)
+        yield base, log_path
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -55,12 +60,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, model_cache_dir: Path) -> I
         assert (data / "plaudit.db").exists(), "the embedded default keeps a SQLite file"
 
 
-def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
+def _wait_ready(base: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read().decode() if proc.stdout else ""
-            raise AssertionError(f"plaudit serve exited early:\n{out}")
+            raise AssertionError(f"plaudit serve exited early:\n{log_path.read_text()}")
         try:
             if httpx.get(f"{base}/health/ready", timeout=2).status_code == 200:
                 return
@@ -68,6 +72,17 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
             pass
         time.sleep(0.5)
     raise AssertionError("plaudit serve never became ready")
+
+
+@pytest.fixture(scope="module")
+def server(served: tuple[str, Path]) -> str:
+    return served[0]
+
+
+def test_model_loads_draw_no_progress_bars_in_the_log(served: tuple[str, Path]) -> None:
+    """Ready means the models have loaded; each load is one log line, not a tqdm bar."""
+    log = served[1].read_text()
+    assert "it/s]" not in log and "Loading weights" not in log, log[-2000:]
 
 
 def test_served_over_tcp(server: str) -> None:
