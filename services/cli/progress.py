@@ -1,6 +1,7 @@
 """Progress on the terminal: a bar redrawn in place on a TTY; elsewhere (CI, ``nohup``, a
 pipe) a line at most every ``every_s`` seconds, on each new stage, and at the end, with the
-elapsed time and an estimate of what is left."""
+elapsed time and an estimate of what is left of the stage (from the stage's own pace: a
+command's earlier stages, a model load say, say nothing about how fast this one goes)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,15 @@ class ProgressDisplay:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.every_s = every_s
-        self.started = self.last = time.monotonic()
-        self.done, self.stage = 0, ""
+        self.started = self.last = self.stage_started = time.monotonic()
+        self.done, self.stage, self.stage_done = 0, "", 0
         self.total: int | None = None
         self._drawn = False
 
     def update(self, done: int, total: int | None, stage: str) -> None:
         new_stage = stage != self.stage
+        if new_stage:  # the pace is measured from here, over the items done from here
+            self.stage_started, self.stage_done = time.monotonic(), done
         self.done, self.total, self.stage = done, total, stage
         if self.tty:
             self._draw()
@@ -70,22 +73,36 @@ class ProgressDisplay:
         total = "?" if self.total is None else str(self.total)
         self.stream.write(
             f"{self.stage}: {self.done}/{total}, {elapsed:.0f} s elapsed, "
-            f"~{_left(elapsed, self.done, self.total)} s left\n"
+            f"~{self._left(self.last)} s left\n"
         )
         self.stream.flush()
 
     def _draw(self) -> None:
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        elapsed = now - self.started
         if self.total:
             filled = min(BAR_WIDTH, BAR_WIDTH * self.done // self.total)
             bar = "#" * filled + "-" * (BAR_WIDTH - filled)
             shown = f"[{bar}] {self.done}/{self.total} {100 * self.done / self.total:3.0f}%"
         else:
             shown = f"{self.done}/?"
-        left = _left(elapsed, self.done, self.total)
+        left = self._left(now)
         self.stream.write(f"\r{self.stage:24.24} {shown}  {elapsed:.0f} s, ~{left} s left\x1b[K")
         self.stream.flush()
         self._drawn = True
+
+    def _left(self, now: float) -> str:
+        """Seconds left at the stage's pace so far, or ``?`` before it has one."""
+        if self.total is None:
+            return "?"
+        remaining = max(0, self.total - self.done)
+        if remaining == 0:
+            return "0"
+        done_here = self.done - self.stage_done
+        if done_here <= 0:
+            return "?"
+        left = (now - self.stage_started) / done_here * remaining
+        return "?" if math.isnan(left) else f"{left:.0f}"
 
 
 @contextlib.contextmanager
@@ -96,10 +113,3 @@ def progress_display(*, every_s: float = 10.0) -> Iterator[ProgressDisplay]:
         yield display
     finally:
         display.close()
-
-
-def _left(elapsed: float, done: int, total: int | None) -> str:
-    if not done or total is None:
-        return "?"
-    left = elapsed / done * max(0, total - done)
-    return "?" if math.isnan(left) else f"{left:.0f}"

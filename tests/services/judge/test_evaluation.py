@@ -124,3 +124,21 @@ def test_progress_draws_a_bar_on_a_terminal() -> None:
     assert "0/?" in frames[0]
     assert "[#######-----------------------] 3/12  25%" in frames[1]
     assert stream.getvalue().endswith("\n") and "\n" not in "".join(frames)[:-1]
+
+
+def test_progress_estimates_what_is_left_from_the_stage_own_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A slow first stage (a model load) does not inflate the next stage's estimate."""
+    clock = [1000.0]
+    monkeypatch.setattr("services.cli.progress.time.monotonic", lambda: clock[0])
+    stream = io.StringIO()
+    display = ProgressDisplay(stream, every_s=0.0, tty=False)
+    display.update(0, 1, "loading the judge")
+    clock[0] += 100
+    display.update(1, 1, "loading the judge")
+    display.update(0, 10, "judging votes")
+    clock[0] += 10
+    display.update(5, 10, "judging votes")
+    line = stream.getvalue().strip().splitlines()[-1]
+    assert line == "judging votes: 5/10, 110 s elapsed, ~10 s left", line
