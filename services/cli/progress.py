@@ -6,7 +6,6 @@ command's earlier stages, a model load say, say nothing about how fast this one 
 from __future__ import annotations
 
 import contextlib
-import math
 import sys
 import time
 from collections.abc import Iterator
@@ -101,8 +100,7 @@ class ProgressDisplay:
         done_here = self.done - self.stage_done
         if done_here <= 0:
             return "?"
-        left = (now - self.stage_started) / done_here * remaining
-        return "?" if math.isnan(left) else f"{left:.0f}"
+        return f"{(now - self.stage_started) / done_here * remaining:.0f}"
 
 
 @contextlib.contextmanager

@@ -88,8 +88,7 @@ class Resources:
                 await load()
             except Exception:
                 log.exception("a model failed to load")
-        if self.loaders:
-            freeze_startup_objects("models loaded")
+        freeze_startup_objects("start-up and model loading")  # once, with the models
 
     async def readiness(self) -> dict[str, bool]:
         """Each check that /health/ready reports."""

@@ -12,7 +12,6 @@ from fastapi import Depends, FastAPI
 import services
 from services.core.cache import Cache
 from services.core.components import Component
-from services.core.heap import freeze_startup_objects
 from services.core.jobs.context import JobRegistry
 from services.core.metrics import Metrics
 from services.core.models.embedder import Embedder
@@ -69,7 +68,6 @@ def build_app(
             resources.services.build(component, resources)
         await resources.jobs.start()
         app.state.resources = resources
-        freeze_startup_objects("start-up")
         resources.start_loading()
         resources.start_maintenance()
         try:
