@@ -108,8 +108,11 @@ class ChoiceResult:
         return self.candidates[max(range(len(self.probs)), key=self.probs.__getitem__)]
 
     @classmethod
-    def from_logprobs(cls, candidates: Sequence[str], logprobs: Sequence[float]) -> ChoiceResult:
-        """Build an ``ok`` result, normalizing ``logprobs`` over the candidates."""
+    def from_logprobs(
+        cls, candidates: Sequence[str], logprobs: Sequence[float], coverage: float | None = None
+    ) -> ChoiceResult:
+        """Build an ``ok`` result, normalizing ``logprobs`` over the candidates. ``coverage``
+        defaults to the probability ``logprobs`` sum to (at most 1)."""
         top = max(logprobs)
         if not all(math.isfinite(lp) or lp == -math.inf for lp in logprobs) or top == -math.inf:
             return cls.failed("error", "candidate log-probabilities are not finite")
@@ -118,9 +121,9 @@ class ChoiceResult:
         return cls(
             status="ok",
             candidates=tuple(candidates),
-            logprobs=tuple(float(lp) for lp in logprobs),
+            logprobs=tuple(map(float, logprobs)),
             probs=tuple(w / total for w in weights),
-            coverage=min(1.0, math.exp(top) * total),
+            coverage=min(1.0, math.exp(top) * total if coverage is None else coverage),
         )
 
     @classmethod

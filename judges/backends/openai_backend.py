@@ -79,9 +79,9 @@ from judges.backends.openai_replies import (
     generate_result,
     generation_fields,
     is_verdict,
+    listed_choice,
     message_text,
     reply_from,
-    unlisted,
     verdict_result,
 )
 from judges.backends.sequence_scoring import (
@@ -392,10 +392,7 @@ class OpenAIBackend:
         if isinstance(lists, str):
             return list(await asyncio.gather(*(self._without_logprobs(r, lists) for r in requests)))
         by_request = dict(zip(order, lists, strict=True))
-        return [
-            None if unlisted(r, by_request[i]) else choice_from_listed(r.candidates, by_request[i])
-            for i, r in enumerate(requests)
-        ]
+        return [listed_choice(r.candidates, by_request[i]) for i, r in enumerate(requests)]
 
     async def _score_forced(
         self, requests: Sequence[ChoiceRequest], forced: Sequence[tuple[int, ForcedRows]]

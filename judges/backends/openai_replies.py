@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.backends.base import (
-    ChoiceRequest,
     ChoiceResult,
     GeneratedText,
     GenerateRequest,
@@ -93,12 +92,6 @@ def first_token_logprobs(body: Mapping[str, Any]) -> list[tuple[str, float]]:
         return []
 
 
-def unlisted(request: ChoiceRequest, listed: Sequence[tuple[str, float]]) -> bool:
-    """True when some candidate is missing from the first token's list."""
-    found = {token.lstrip(_LEADING) for token, _ in listed}
-    return any(c.lstrip(_LEADING) not in found for c in request.candidates)
-
-
 def choice_from_listed(
     candidates: Sequence[str], listed: Sequence[tuple[str, float]]
 ) -> ChoiceResult:
@@ -107,17 +100,47 @@ def choice_from_listed(
     >>> choice_from_listed(["A", "B"], [(" A", -0.1), ("B", -2.5), ("The", -4.0)]).best()
     'A'
     """
-    found: dict[str, list[float]] = {}
-    for token, logprob in listed:
-        found.setdefault(token.lstrip(_LEADING), []).append(logprob)
-    floor = min(logprob for _, logprob in listed)
+    return _scored(candidates, listed, missing_ok=True) or ChoiceResult.failed(
+        "error", "the server listed no tokens"
+    )
+
+
+def listed_choice(
+    candidates: Sequence[str], listed: Sequence[tuple[str, float]]
+) -> ChoiceResult | None:
+    """:func:`choice_from_listed`, or None when some candidate is not in the list (the
+    caller then scores it another way). One pass over the list serves both questions: a
+    G=8 group reads 56 such lists per reply (issue 19)."""
+    return _scored(candidates, listed, missing_ok=False)
+
+
+def _scored(
+    candidates: Sequence[str], listed: Sequence[tuple[str, float]], *, missing_ok: bool
+) -> ChoiceResult | None:
     keys = [c.lstrip(_LEADING) for c in candidates]
-    logprobs = [_logsumexp(found[k]) if k in found else floor for k in keys]
-    result = ChoiceResult.from_logprobs(candidates, logprobs)
-    if not result.ok:
-        return result
-    coverage = sum(math.exp(lp) for k, lp in zip(keys, logprobs, strict=True) if k in found)
-    return dataclasses.replace(result, coverage=min(1.0, coverage))
+    found: dict[str, list[float]] = {key: [] for key in keys}
+    floor = math.inf
+    for token, logprob in listed:
+        if logprob < floor:
+            floor = logprob
+        hits = found.get(token.lstrip(_LEADING))
+        if hits is not None:
+            hits.append(logprob)
+    if floor == math.inf:
+        return None
+    logprobs: list[float] = []
+    coverage = 0.0
+    for key in keys:
+        hits = found[key]
+        if not hits:
+            if not missing_ok:
+                return None
+            logprobs.append(floor)
+            continue
+        value = hits[0] if len(hits) == 1 else _logsumexp(hits)
+        logprobs.append(value)
+        coverage += math.exp(value)
+    return ChoiceResult.from_logprobs(candidates, logprobs, coverage)
 
 
 def _logsumexp(values: Sequence[float]) -> float:

@@ -229,11 +229,20 @@ def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str
     return lists
 
 
+_NUMBERS = {float, int}
+
+
 def _first_listed(choice: Any) -> list[tuple[str, float]]:
     try:
         logprobs = choice["logprobs"]
         tops = logprobs.get("top_logprobs") or [{}]
-        listed = {str(t): float(lp) for t, lp in (tops[0] or {}).items()}
+        first: dict[Any, Any] = tops[0] or {}
+        # Parsed JSON holds numbers already: copy without a Python step per entry (a G=8
+        # reply lists over 1,000 tokens; issue 19).
+        if set(map(type, first.values())) <= _NUMBERS:
+            listed = dict(first)
+        else:
+            listed = {str(t): float(lp) for t, lp in first.items()}
         if logprobs.get("tokens") and logprobs.get("token_logprobs"):
             sampled, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
             if value is not None:
