@@ -114,7 +114,10 @@ class ChoiceResult:
         """Build an ``ok`` result, normalizing ``logprobs`` over the candidates. ``coverage``
         defaults to the probability ``logprobs`` sum to (at most 1)."""
         top = max(logprobs)
-        if not all(math.isfinite(lp) or lp == -math.inf for lp in logprobs) or top == -math.inf:
+        # The sum is NaN or +inf exactly when some value is NaN or +inf (-inf is allowed, but
+        # not for all of them); one C-level pass, as this runs for every judged prompt.
+        summed = sum(logprobs)
+        if not (math.isfinite(summed) or summed == -math.inf) or top == -math.inf:
             return cls.failed("error", "candidate log-probabilities are not finite")
         weights = [math.exp(lp - top) for lp in logprobs]
         total = sum(weights)
@@ -122,7 +125,7 @@ class ChoiceResult:
             status="ok",
             candidates=tuple(candidates),
             logprobs=tuple(map(float, logprobs)),
-            probs=tuple(w / total for w in weights),
+            probs=tuple([w / total for w in weights]),
             coverage=min(1.0, math.exp(top) * total if coverage is None else coverage),
         )
 

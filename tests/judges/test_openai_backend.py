@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from judges import limits as limits_module
-from judges.backends.base import ChoiceRequest, GenerateRequest, JudgeBackend, user
+from judges.backends.base import ChoiceRequest, ChoiceResult, GenerateRequest, JudgeBackend, user
 from judges.backends.openai_backend import (
     VERDICT_FLOOR_LOGPROB,
     OpenAIBackend,
@@ -357,6 +357,29 @@ def test_listed_tokens_that_strip_alike_are_summed_and_a_missing_one_is_told_apa
     floored = choice_from_listed(["A", "C"], pairs)
     assert floored.logprobs[1] == -9.0 and floored.coverage == pytest.approx(0.5)
     assert choice_from_listed(["A"], []).status == "error"
+
+
+@pytest.mark.parametrize(
+    ("logprobs", "ok"),
+    [
+        ((0.0, -1.0), True),
+        ((-math.inf, -1.0), True),  # a candidate the model rules out
+        ((-math.inf, -math.inf), False),
+        ((math.nan, -1.0), False),
+        ((math.inf, -1.0), False),
+        ((math.inf, -math.inf), False),
+        ((-1.0, math.nan, -math.inf), False),
+    ],
+)
+def test_scores_that_are_not_log_probabilities_fail_the_item(
+    logprobs: tuple[float, ...], ok: bool
+) -> None:
+    result = ChoiceResult.from_logprobs("ABC"[: len(logprobs)], logprobs)
+    assert result.ok is ok
+    if ok:
+        assert sum(result.probs) == pytest.approx(1.0)
+    else:
+        assert result.error == "candidate log-probabilities are not finite"
 
 
 def test_a_completions_reply_lists_each_prompts_first_token() -> None:
