@@ -116,7 +116,11 @@ def started(
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(ready_url, proc, within)
+        try:
+            _wait_ready(ready_url, proc, within)
+        except RuntimeError as exc:
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            raise RuntimeError("\n".join([str(exc), f"last lines of {log}:", *tail])) from None
         yield proc.pid
     finally:
         proc.send_signal(2)
