@@ -106,6 +106,7 @@ LABEL_LETTERS: Final = "CDEFGHJKLMNPQRSTUVWXYZ"
 would name ("reply B"), nor I and O, which read as digits."""
 
 
+@functools.lru_cache(maxsize=4096)  # once per request's code, not once per prompt
 def slot_labels(code: str) -> tuple[str, str]:
     """Two distinct letters for the first and second slot, chosen by the boundary code.
 

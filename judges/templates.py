@@ -168,20 +168,24 @@ class PromptTemplate:
         self, fence_code: str | None, values: Mapping[str, Any], memo: dict[tuple[str, str], str]
     ) -> RenderedPrompt:
         merged = {**self.defaults, **values}
-        missing = sorted(self.variables - merged.keys())
-        unknown = sorted(merged.keys() - self.variables)
-        if missing or unknown:
+        variables = self.variables
+        if merged.keys() != variables:
+            missing = sorted(variables - merged.keys())
+            unknown = sorted(merged.keys() - variables)
             raise TemplateError(
                 f"{self.ref}: missing variables {missing}, unknown variables {unknown}"
             )
         candidates = self._candidates(merged)
-        texts = {key: _as_text(key, value) for key, value in merged.items()}
+        texts = {
+            key: value if type(value) is str else _as_text(key, value)
+            for key, value in merged.items()
+        }
         code = ""
         if self.boundary:
             code = fence_code or boundary_code(
                 process_secret(), self.ref, texts.get("question", "")
             )
-            text_values = {key: self._fenced(key, text, code, memo) for key, text in texts.items()}
+            text_values = self._fenced(texts, code, memo)
             text_values[BOUNDARY] = code
             if self.labels:
                 candidates = slot_labels(code)
@@ -198,13 +202,20 @@ class PromptTemplate:
             fence_code=code,
         )
 
-    def _fenced(self, key: str, text: str, code: str, memo: dict[tuple[str, str], str]) -> str:
-        """``text`` neutralised for slot ``key`` (once per distinct text and trust)."""
-        untrusted = key in self.untrusted
-        slot = (("u:" if untrusted else "t:") + code, text)
-        if slot not in memo:
-            memo[slot] = neutralise(text, self.fences, code, untrusted=untrusted)
-        return memo[slot]
+    def _fenced(
+        self, texts: Mapping[str, str], code: str, memo: dict[tuple[str, str], str]
+    ) -> dict[str, str]:
+        """Each text neutralised for its slot (once per distinct text, code and trust)."""
+        trusted, untrusted = "t:" + code, "u:" + code
+        fenced: dict[str, str] = {}
+        for key, text in texts.items():
+            distrust = key in self.untrusted
+            slot = (untrusted if distrust else trusted, text)
+            done = memo.get(slot)
+            if done is None:
+                done = memo[slot] = neutralise(text, self.fences, code, untrusted=distrust)
+            fenced[key] = done
+        return fenced
 
     def _messages(self, text_values: Mapping[str, str]) -> tuple[ChatMessage, ...]:
         messages: list[ChatMessage] = []
