@@ -1,0 +1,17 @@
+"""The group-CPU bench measures real work: 56 prompts rendered, 56 choices read as scored."""
+
+from __future__ import annotations
+
+from bench.bench_group_cpu import group_rows, read_reply, reply_body
+from judges.templates import load_template
+
+
+def test_a_group_renders_56_prompts_and_its_reply_reads_56_scored_choices() -> None:
+    template = load_template("pairwise")
+    question, rows = group_rows(5)
+    prompts = template.render_many(None, rows, question=question)
+    assert len(prompts) == 56 and len({p.messages[-1]["content"] for p in prompts}) == 56
+    a, b = prompts[0].candidates
+    results = read_reply(reply_body(len(prompts)), (a, b))
+    assert len(results) == 56
+    assert all(r is not None and r.ok and r.probs[0] != r.probs[1] for r in results)
