@@ -3,9 +3,10 @@
 The group route's work that grows with the group: rendering its 56 prompts (both orders of
 28 pairs) and reading the judge's batched reply (56 choices, each with its listed first
 tokens, as :mod:`bench.stub_openai` answers them). Each step is timed with ``timeit`` (best
-of 7) and given in milliseconds per group. Against older code, run it from a worktree of
-that commit with ``PYTHONPATH`` set to it; it reads replies with whichever functions the
-code has.
+of 7) and given in milliseconds per group. Against older code, copy this file into a
+worktree of that commit and run it there with ``PYTHONPATH`` set to the worktree (the
+editable install points at the checkout otherwise); it reads replies with whichever
+functions the code has, and prints where ``judges`` was imported from.
 
     .venv/bin/python -m bench.bench_group_cpu
 """
@@ -16,10 +17,12 @@ import argparse
 import json
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+import judges
 from bench.bench_overhead import SENTENCE
 from bench.common import machine
 from bench.stub_openai import _completions_reply
@@ -96,6 +99,7 @@ def main() -> None:
     }
     result = {
         "machine": machine(),
+        "code": str(Path(judges.__file__).parent.parent),
         "template": template.ref,
         "candidates": candidates,
         "ms_per_group": {

@@ -117,17 +117,15 @@ def listed_choice(
 def _scored(
     candidates: Sequence[str], listed: Sequence[tuple[str, float]], *, missing_ok: bool
 ) -> ChoiceResult | None:
+    if not listed:
+        return None
     keys = [c.lstrip(_LEADING) for c in candidates]
     found: dict[str, list[float]] = {key: [] for key in keys}
-    floor = math.inf
     for token, logprob in listed:
-        if logprob < floor:
-            floor = logprob
         hits = found.get(token.lstrip(_LEADING))
         if hits is not None:
             hits.append(logprob)
-    if floor == math.inf:
-        return None
+    floor: float | None = None
     logprobs: list[float] = []
     coverage = 0.0
     for key in keys:
@@ -135,6 +133,8 @@ def _scored(
         if not hits:
             if not missing_ok:
                 return None
+            if floor is None:  # the lowest listed value (NaN or +inf fail the item below)
+                floor = min(logprob for _, logprob in listed)
             logprobs.append(floor)
             continue
         value = hits[0] if len(hits) == 1 else _logsumexp(hits)

@@ -229,7 +229,7 @@ def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str
     return lists
 
 
-_NUMBERS = {float, int}
+_FLOATS = {float}
 
 
 def _first_listed(choice: Any) -> list[tuple[str, float]]:
@@ -237,9 +237,9 @@ def _first_listed(choice: Any) -> list[tuple[str, float]]:
         logprobs = choice["logprobs"]
         tops = logprobs.get("top_logprobs") or [{}]
         first: dict[Any, Any] = tops[0] or {}
-        # Parsed JSON holds numbers already: copy without a Python step per entry (a G=8
-        # reply lists over 1,000 tokens; issue 19).
-        if set(map(type, first.values())) <= _NUMBERS:
+        # Parsed JSON holds floats already: copy without a Python step per entry (a G=8
+        # reply lists over 1,000 tokens; issue 19). Anything else is converted.
+        if set(map(type, first.values())) <= _FLOATS:
             listed = dict(first)
         else:
             listed = {str(t): float(lp) for t, lp in first.items()}

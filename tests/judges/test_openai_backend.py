@@ -357,6 +357,11 @@ def test_listed_tokens_that_strip_alike_are_summed_and_a_missing_one_is_told_apa
     floored = choice_from_listed(["A", "C"], pairs)
     assert floored.logprobs[1] == -9.0 and floored.coverage == pytest.approx(0.5)
     assert choice_from_listed(["A"], []).status == "error"
+    # A server's NaN or +inf for a candidate fails the item (no second call, no floor).
+    for bad in (math.nan, math.inf):
+        failed = listed_choice(["A", "B"], [("A", bad), ("B", bad)])
+        assert failed is not None and failed.error == "candidate log-probabilities are not finite"
+        assert choice_from_listed(["A", "C"], [("A", bad), ("x", -1.0)]).status == "error"
 
 
 @pytest.mark.parametrize(
@@ -386,10 +391,9 @@ def test_a_completions_reply_lists_each_prompts_first_token() -> None:
     parsed = {"tokens": ["B"], "token_logprobs": [-2.0], "top_logprobs": [{"A": -0.5, "C": -1}]}
     odd = {"top_logprobs": [{"A": "-0.25", "B": -3.0}]}  # a number sent as text still reads
     body = {"choices": [{"index": 1, "logprobs": odd}, {"index": 0, "logprobs": parsed}]}
-    assert next_token_lists(body, 2) == [
-        [("A", -0.5), ("C", -1), ("B", -2.0)],
-        [("A", -0.25), ("B", -3.0)],
-    ]
+    lists = next_token_lists(body, 2)
+    assert lists == [[("A", -0.5), ("C", -1.0), ("B", -2.0)], [("A", -0.25), ("B", -3.0)]]
+    assert all(type(value) is float for listed in lists for _, value in listed)
     assert next_token_lists(body, 3) == "asked about 3 prompts, the server answered 2"
     body["choices"][0]["logprobs"] = {"top_logprobs": [{"A": None}]}
     assert next_token_lists(body, 2) == "the response has no logprobs"
