@@ -14,12 +14,15 @@ backend again. Only successful results are cached; failures are retried next tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+import orjson
 
 from judges.backends.base import (
     ChoiceRequest,
@@ -72,8 +75,7 @@ class CachedJudge:
                 request, ChoiceRequest if isinstance(request, ChoiceRequest) else None
             ),
         }
-        raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
-        return f"judge:{hashlib.sha256(raw.encode()).hexdigest()}"
+        return f"judge:{hashlib.sha256(key_text(payload)).hexdigest()}"
 
     async def score_choices(
         self, requests: Sequence[ChoiceRequest], *, use_cache: bool = True
@@ -198,6 +200,45 @@ class CachedJudge:
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.judge_cache.labels(outcome).inc()
+
+
+def key_text(payload: dict[str, Any]) -> bytes:
+    """``payload`` as the sorted, compact ``json.dumps`` text that the keys hash.
+
+    orjson writes the same bytes for strings of ASCII other than DEL, ints, booleans, None,
+    lists and dicts; floats (whose digits the two libraries write differently) and other
+    types go through ``json.dumps``. A choice request's payload is all strings. A G=8 group
+    hashes 56 keys and this is most of each one's CPU (issue 19); the text is pinned, so
+    that replicas and releases share the cache (test_cached_keys.py).
+    """
+    if _only_plain(payload):
+        with contextlib.suppress(orjson.JSONEncodeError):
+            raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+            if raw.isascii() and b"\x7f" not in raw:
+                return raw
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
+    return text.encode()
+
+
+_PLAIN = {str, int, bool, type(None)}
+
+
+def _only_plain(value: Any) -> bool:
+    """True when ``value`` is made of dicts, lists and tuples of strings, ints, booleans
+    and None (a loop, not a recursion: it runs for every judged prompt)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        else:
+            return False
+    return True
 
 
 def _fields(item: Any, as_type: type | None = None) -> dict[str, Any]:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from typing import Any
+
+import pytest
 
 from judges.backends.base import (
     ChoiceRequest,
@@ -18,7 +21,7 @@ from judges.backends.base import (
     GenerateResult,
 )
 from services.core.cache import MemoryCache
-from services.core.models.cached_judge import CachedJudge, _decode, _encode
+from services.core.models.cached_judge import CachedJudge, _decode, _encode, key_text
 from tests.services.judge.scripted import ScriptedBackend
 
 MESSAGES = [
@@ -59,3 +62,24 @@ def test_stored_results_come_back_equal() -> None:
     assert _decode(GenerateResult, _encode(generated)) == generated
     failed = GenerateResult.failed("timeout", "too slow")
     assert _decode(GenerateResult, _encode(failed)) == failed
+
+
+ASCII = "".join(chr(c) for c in range(128))  # every control character, quote, backslash, DEL
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"op": "choices", "request": {"messages": MESSAGES, "candidates": ("A", "B")}},
+        {"text": ASCII, "nested": [{"b": ASCII[:64], "a": [1, True, None, ("x", [])]}]},
+        {"text": ASCII[:127], "keys": {"Z": 1, "a": 2, "_": 3, "1": 4}},
+        {"text": "caf\u00e9 \u65e5\u672c \U0001f600", "n": -3},  # non-ASCII: escaped by json
+        {"text": "lone \ud800 surrogate"},  # orjson refuses it
+        {"t": 0.1, "e": 1e16, "small": 1.5e-7, "inf": float("inf")},  # floats: json's digits
+        {"big": 2**70, "set": frozenset()},  # past 64 bits; a type default=list turns a list
+        {2: "int keys", 1: "become text"},
+    ],
+)
+def test_key_text_is_the_text_json_dumps_gives(payload: dict[Any, Any]) -> None:
+    expected = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
+    assert key_text(payload) == expected.encode()
