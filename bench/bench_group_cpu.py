@@ -1,8 +1,9 @@
 """Plaudit's own CPU for one G=8 round-robin group, step by step, in this process (issue 19).
 
 The group route's work that grows with the group: rendering its 56 prompts (both orders of
-28 pairs) and reading the judge's batched reply (56 choices, each with its listed first
-tokens, as :mod:`bench.stub_openai` answers them). Each step is timed with ``timeit`` (best
+28 pairs), reading the judge's batched reply (56 choices, each with its listed first
+tokens, as :mod:`bench.stub_openai` answers them) and, on the rewards route, hashing each
+prompt's judge cache key. Each step is timed with ``timeit`` (best
 of 7) and given in milliseconds per group. Against older code, copy this file into a
 worktree of that commit and run it there with ``PYTHONPATH`` set to the worktree (the
 editable install points at the checkout otherwise); it reads replies with whichever
@@ -27,9 +28,12 @@ from bench.bench_overhead import SENTENCE
 from bench.common import machine
 from bench.stub_openai import _completions_reply
 from judges.backends import openai_replies
+from judges.backends.base import BackendInfo
 from judges.backends.sequence_scoring import next_token_lists
 from judges.fencing import boundary_code, process_secret
 from judges.templates import load_template
+from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 
 GROUP = 8
 
@@ -71,6 +75,16 @@ def read_reply(body: dict[str, Any], candidates: tuple[str, str]) -> list[Any]:
     ]
 
 
+class _Served:
+    """A served judge as the cache keys see it (batched, vLLM compat)."""
+
+    info = BackendInfo(
+        "openai",
+        "stub-judge",
+        details={"choice_mode": "batched", "choice_scoring": "sequence", "compat": "vllm"},
+    )
+
+
 class _Asked:
     def __init__(self, candidates: tuple[str, str]) -> None:
         self.candidates = candidates
@@ -90,12 +104,14 @@ def main() -> None:
     code = boundary_code(process_secret(), template.ref, question)
     prompts = template.render_many(code, rows, question=question)
     body = reply_body(len(prompts))
+    keys = CachedJudge(_Served(), MemoryCache())  # type: ignore[arg-type]  # only .info is read
     # The slot letters the template chose; the stand-in lists every letter it may choose.
     candidates = (prompts[0].candidates[0], prompts[0].candidates[1])
     assert all(r is not None and r.ok for r in read_reply(body, candidates))
     steps = {
         "render 56 prompts": lambda: template.render_many(code, rows, question=question),
         "read a 56-choice reply": lambda: read_reply(body, candidates),
+        "56 judge cache keys": lambda: [keys.key("choices", p) for p in prompts],
     }
     result = {
         "machine": machine(),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from bench.bench_group_cpu import group_rows, read_reply, reply_body
+from bench.bench_group_cpu import _Served, group_rows, read_reply, reply_body
 from judges.templates import load_template
+from services.core.cache import MemoryCache
+from services.core.models.cached_judge import CachedJudge
 
 
 def test_a_group_renders_56_prompts_and_its_reply_reads_56_scored_choices() -> None:
@@ -15,3 +17,10 @@ def test_a_group_renders_56_prompts_and_its_reply_reads_56_scored_choices() -> N
     results = read_reply(reply_body(len(prompts)), (a, b))
     assert len(results) == 56
     assert all(r is not None and r.ok and r.probs[0] != r.probs[1] for r in results)
+
+
+def test_the_keys_it_times_are_the_served_judges_keys_one_per_prompt() -> None:
+    question, rows = group_rows(5)
+    prompts = load_template("pairwise").render_many(None, rows, question=question)
+    keys = CachedJudge(_Served(), MemoryCache())  # type: ignore[arg-type]
+    assert len({keys.key("choices", p) for p in prompts}) == 56
