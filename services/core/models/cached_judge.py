@@ -221,13 +221,17 @@ def key_text(payload: dict[str, Any]) -> bytes:
 
 
 _PLAIN = {str, int, bool, type(None)}
+_MAX_ITEMS = 100_000
 
 
 def _only_plain(value: Any) -> bool:
     """True when ``value`` is made of dicts, lists and tuples of strings, ints, booleans
-    and None (a loop, not a recursion: it runs for every judged prompt)."""
+    and None (a loop, not a recursion: it runs for every judged prompt). False past
+    ``_MAX_ITEMS`` items, so a structure that holds itself ends here too."""
     stack = [value]
-    while stack:
+    for _ in range(_MAX_ITEMS):
+        if not stack:
+            return True
         item = stack.pop()
         kind = type(item)
         if kind in _PLAIN:
@@ -238,7 +242,7 @@ def _only_plain(value: Any) -> bool:
             stack.extend(item)
         else:
             return False
-    return True
+    return False
 
 
 def _fields(item: Any, as_type: type | None = None) -> dict[str, Any]:

@@ -83,3 +83,10 @@ ASCII = "".join(chr(c) for c in range(128))  # every control character, quote, b
 def test_key_text_is_the_text_json_dumps_gives(payload: dict[Any, Any]) -> None:
     expected = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
     assert key_text(payload) == expected.encode()
+
+
+def test_a_payload_that_holds_itself_is_refused_as_json_refuses_it() -> None:
+    looped: dict[str, Any] = {"a": []}
+    looped["a"].append(looped)
+    with pytest.raises(ValueError, match="Circular reference"):
+        key_text(looped)
