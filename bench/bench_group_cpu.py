@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 import judges
-from bench.bench_overhead import SENTENCE
+from bench.bench_overhead import request_body
 from bench.common import machine
 from bench.stub_openai import _completions_reply
 from judges.backends import openai_replies
@@ -35,20 +35,19 @@ from judges.templates import load_template
 from services.core.cache import MemoryCache
 from services.core.models.cached_judge import CachedJudge
 
-GROUP = 8
-
 
 def group_rows(index: int) -> tuple[str, list[dict[str, str]]]:
-    """A question and the 56 ordered pairs of its G=8 completions (as ``bench_overhead``)."""
-    question = f"Question {index}: how many minutes are there in {index % 97 + 2} hours?"
-    texts = [f"Answer {index}.{k}: {SENTENCE * (2 + k % 3)}" for k in range(GROUP)]
+    """The question of ``bench_overhead``'s group request ``index`` and the 56 ordered pairs
+    of its G=8 completions."""
+    body = request_body("group", index)
+    texts = body["completions"]
     rows = [
         {"response_a": a, "response_b": b}
         for i, a in enumerate(texts)
         for j, b in enumerate(texts)
         if i != j
     ]
-    return question, rows
+    return body["prompt"], rows
 
 
 def reply_body(prompts: int) -> dict[str, Any]:

@@ -10,10 +10,9 @@ them: 0.5 to 0.7 s on two cores, every few seconds under load. Measured (issue 1
 generation (``gc.freeze``, Python 3.7+), which collections skip; objects made later are
 collected as before. A cycle among frozen objects is never freed, so it is called once,
 when start-up and model loading are done (``Resources.start_loading``), and what exists is
-meant to live as long as the process. It
-does nothing until :func:`freeze_in_this_process` is called: ``plaudit serve`` and its worker
-processes call it, while tests and embedding programs build and drop many apps in one process,
-whose objects must stay collectable.
+meant to live as long as the process. It does nothing until :func:`freeze_in_this_process`
+is called: ``plaudit serve`` and its worker processes call it, while tests and embedding
+programs build and drop many apps in one process, whose objects must stay collectable.
 """
 
 from __future__ import annotations
