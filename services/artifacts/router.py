@@ -32,13 +32,19 @@ router = APIRouter(
 Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
 
 
-def _service(request: Request) -> ArtifactAdminService:
+async def _service(request: Request) -> ArtifactAdminService:
     service: ArtifactAdminService = service_of(request, ArtifactAdminService)
     return service
 
 
 Service = Annotated[ArtifactAdminService, Depends(_service)]
-Caller = Annotated[str | None, Depends(principal_of)]
+
+
+async def _caller(request: Request) -> str | None:
+    return principal_of(request)
+
+
+Caller = Annotated[str | None, Depends(_caller)]
 
 
 @router.get("")

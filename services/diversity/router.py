@@ -23,7 +23,7 @@ router = APIRouter(
 )
 
 
-def _service(request: Request) -> DiversityService:
+async def _service(request: Request) -> DiversityService:
     service: DiversityService = service_of(request, DiversityService)
     return service
 

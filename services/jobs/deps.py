@@ -19,7 +19,7 @@ from services.jobs.service import JobsService, job_out
 JobCaller = Annotated[Caller, Depends(caller_with(Scope.reward, Scope.admin))]
 
 
-def _jobs(request: Request) -> JobsService:
+async def _jobs(request: Request) -> JobsService:
     return service_of(request, JobsService)
 
 

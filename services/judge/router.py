@@ -31,7 +31,7 @@ router = APIRouter(
 )
 
 
-def _service(request: Request) -> JudgeService:
+async def _service(request: Request) -> JudgeService:
     service: JudgeService = service_of(request, JudgeService)
     return service
 

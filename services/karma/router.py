@@ -39,7 +39,7 @@ Version = Annotated[int, Path(ge=1, le=10**9, description="a version number")]
 Admin = Annotated[Caller, Depends(caller_with(Scope.admin))]
 
 
-def _service(request: Request) -> KarmaService:
+async def _service(request: Request) -> KarmaService:
     return service_of(request, KarmaService)
 
 

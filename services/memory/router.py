@@ -43,7 +43,7 @@ RevisionId = Annotated[str, Path(pattern=r"^rv_[0-9a-f]{1,40}$", max_length=43)]
 RubricFilter = Annotated[str | None, Query(pattern=r"^rb_[0-9a-f]{1,40}$", max_length=43)]
 
 
-def _service(request: Request) -> MemoryService:
+async def _service(request: Request) -> MemoryService:
     return service_of(request, MemoryService)
 
 

@@ -23,7 +23,7 @@ router = APIRouter(
 )
 
 
-def _service(request: Request) -> OrdinalService:
+async def _service(request: Request) -> OrdinalService:
     service: OrdinalService = service_of(request, OrdinalService)
     return service
 

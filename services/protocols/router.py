@@ -61,7 +61,7 @@ def _basic_key(request: Request) -> str | None:
 router = APIRouter(tags=["trainer protocols"], dependencies=[Depends(require_trainer_key)])
 
 
-def _service(request: Request) -> ProtocolService:
+async def _service(request: Request) -> ProtocolService:
     service: ProtocolService = service_of(request, ProtocolService)
     return service
 
@@ -69,7 +69,7 @@ def _service(request: Request) -> ProtocolService:
 Service = Annotated[ProtocolService, Depends(_service)]
 
 
-def _options(
+async def _options(
     service: Service,
     spec: Annotated[
         str | None,

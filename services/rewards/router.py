@@ -35,7 +35,7 @@ router = APIRouter(
 )
 
 
-def _service(request: Request) -> RewardsService:
+async def _service(request: Request) -> RewardsService:
     service: RewardsService = service_of(request, RewardsService)
     return service
 

@@ -59,7 +59,7 @@ Read = [Depends(require_scope(Scope.reward, Scope.admin))]
 Version = Annotated[int, Query(ge=1, le=2**31 - 1)]
 
 
-def _service(request: Request) -> RubricsService:
+async def _service(request: Request) -> RubricsService:
     return service_of(request, RubricsService)
 
 

@@ -21,7 +21,7 @@ router = APIRouter(
 )
 
 
-def _service(request: Request) -> RunsService:
+async def _service(request: Request) -> RunsService:
     return service_of(request, RunsService)
 
 

@@ -39,7 +39,7 @@ Name = Annotated[
 Admin = Annotated[Caller, Depends(caller_with(Scope.admin))]
 
 
-def _service(request: Request) -> SimulatorService:
+async def _service(request: Request) -> SimulatorService:
     return service_of(request, SimulatorService)
 
 

@@ -34,7 +34,11 @@ def service_of(request: Request, kind: type[T]) -> T:
     return get_resources(request).services.require(kind)
 
 
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
+async def _resources(request: Request) -> Resources:
+    return get_resources(request)
+
+
+ResourcesDep = Annotated[Resources, Depends(_resources)]
 
 #: An id in the URL path (run ids, names, refs): 1..200 characters, no control characters.
 PathId = Annotated[str, Path(min_length=1, max_length=200, pattern=ID_PATTERN)]
@@ -73,7 +77,7 @@ async def valid_unicode_body(
             raise RequestValidationError(errors, body=None)
 
 
-def _replay_key(
+async def _replay_key(
     request: Request,
     key: Annotated[
         str | None,

@@ -27,7 +27,7 @@ class PageParams:
     offset: int
 
 
-def page_params(
+async def page_params(
     limit: Annotated[
         int, Query(ge=1, le=MAX_LIMIT, description="items per page (at most 1000)")
     ] = DEFAULT_LIMIT,

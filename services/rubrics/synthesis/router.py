@@ -32,7 +32,7 @@ Writer = Annotated[Caller, Depends(caller_with(Scope.reward))]
 JobId = Annotated[str, Query(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
-def _service(request: Request) -> SynthesisService:
+async def _service(request: Request) -> SynthesisService:
     return service_of(request, SynthesisService)
 
 
