@@ -1,9 +1,10 @@
 """Plaudit's own CPU for one G=8 round-robin group, step by step, in this process (issue 19).
 
 The group route's work that grows with the group: rendering its 56 prompts (both orders of
-28 pairs), reading the judge's batched reply (56 choices, each with its listed first
-tokens, as :mod:`bench.stub_openai` answers them) and, on the rewards route, hashing each
-prompt's judge cache key. Each step is timed with ``timeit`` (best
+28 pairs; again with each completion 40 lines long, as fencing reads lines), reading the
+judge's batched reply (56 choices, each with its listed first tokens, as
+:mod:`bench.stub_openai` answers them) and, on the rewards route, hashing each prompt's
+judge cache key. Each step is timed with ``timeit`` (best
 of 7) and given in milliseconds per group. Against older code, copy this file into a
 worktree of that commit and run it there with ``PYTHONPATH`` set to the worktree (the
 editable install points at the checkout otherwise); it reads replies with whichever
@@ -48,6 +49,16 @@ def group_rows(index: int) -> tuple[str, list[dict[str, str]]]:
         if i != j
     ]
     return body["prompt"], rows
+
+
+def multiline(rows: list[dict[str, str]], lines: int = 40) -> list[dict[str, str]]:
+    """The rows with each completion as ``lines`` numbered lines (a worked answer, as models
+    write them), each line a slice of the one-line text: fencing reads a text line by line."""
+
+    def lined(text: str) -> str:
+        return "\n".join(f"{k + 1}. {text[(k * 7) % 120 :][:80]}" for k in range(lines))
+
+    return [{slot: lined(text) for slot, text in row.items()} for row in rows]
 
 
 def reply_body(prompts: int) -> dict[str, Any]:
@@ -107,8 +118,12 @@ def main() -> None:
     # The slot letters the template chose; the stand-in lists every letter it may choose.
     candidates = (prompts[0].candidates[0], prompts[0].candidates[1])
     assert all(r is not None and r.ok for r in read_reply(body, candidates))
+    long_rows = multiline(rows)
     steps = {
         "render 56 prompts": lambda: template.render_many(code, rows, question=question),
+        "render 56 prompts, 40-line completions": lambda: template.render_many(
+            code, long_rows, question=question
+        ),
         "read a 56-choice reply": lambda: read_reply(body, candidates),
         "56 judge cache keys": lambda: [keys.key("choices", p) for p in prompts],
     }

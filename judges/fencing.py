@@ -59,20 +59,27 @@ _BRACKETS = str.maketrans(_OPENING + _CLOSING, "<" * len(_OPENING) + ">" * len(_
 # A span that may be a tag: one or two opening angle brackets (any look-alike), a short inside.
 _TAG_SPAN = re.compile(f"[{_OPENING}]{{1,2}}[^{_OPENING}{_CLOSING}\\n]{{0,80}}?[{_CLOSING}]{{1,2}}")
 _ROLE_WORDS = r"system|user|assistant|judge|developer|sys|inst|human|bot"
-_VERDICT_WORDS_ZH = "|".join(("裁决", "判决", "判定", "结论", "裁定", "最终答案", "获胜者"))
+_VERDICT_WORDS = ("verdict", "veredicto", "veredict", "verdetto", "urteil")
+_VERDICT_WORDS_ZH = ("裁决", "判决", "判定", "结论", "裁定", "最终答案", "获胜者")
 _ROLE_WORDS_OTHER = "|".join(
     ("système", "systeme", "sistema", "系统", "系統", "用户", "助手", "裁判")
 )
 _VERDICT_LINE = re.compile(
     r"\[\[\s*(?:a|b|tie|\d{1,3})\s*\]\]"
-    r"|\b(?:final\s+)?(?:verdict|veredicto|veredict|verdetto|urteil)\b\s*[:=]"
+    rf"|\b(?:final\s+)?(?:{'|'.join(_VERDICT_WORDS)})\b\s*[:=]"
     r"|[\"']\s*verdict\s*[\"']\s*:"
-    rf"|(?:{_VERDICT_WORDS_ZH})\s*:"
+    rf"|(?:{'|'.join(_VERDICT_WORDS_ZH)})\s*:"
 )
 _ROLE_LINE = re.compile(
     rf"^\s*(?:#+\s*|\[)?(?:{_ROLE_WORDS}|{_ROLE_WORDS_OTHER})"
     r"\s*(?:message|prompt|note|override|instruction|instructions)?\s*[\]:]"
 )
+#: Every match of ``_VERDICT_LINE`` holds one of these. Python's ``re`` tries the pattern's
+#: alternatives at every position of a text (130 us for 3 KB); ``in`` finds none of them in a
+#: few (issue 19).
+_VERDICT_HINTS = ("[[", *_VERDICT_WORDS, *_VERDICT_WORDS_ZH)
+#: ``_ROLE_LINE`` at the start of any line of a whole text: a quick test before line by line.
+_ROLE_ANY_LINE = re.compile(_ROLE_LINE.pattern, re.MULTILINE)
 _DOUBLE_BRACKETS = re.compile(r"[\[\uff3b]{2}|[\]\uff3d]{2}")
 
 
@@ -133,8 +140,27 @@ def neutralise(text: str, fences: Iterable[str], code: str, *, untrusted: bool) 
     if code:
         text = re.sub(re.escape(code), "[code]", text, flags=re.IGNORECASE)
     if untrusted:
-        text = "\n".join(_flagged_line(line) for line in text.split("\n"))
+        text = _flagged_lines(text)
     return text
+
+
+def _flagged_lines(text: str) -> str:
+    """``text`` with its verdict and role lines flagged.
+
+    The skeleton is taken once for the whole text. No character's skeleton holds a newline
+    and NFKC composes nothing across one (tests/judges/test_fencing_lines.py), so its lines
+    are the lines' skeletons; a text where no line could match (most) comes back as it is.
+    """
+    seen = skeleton(text)
+    if not (_may_hold_verdict(seen) and _VERDICT_LINE.search(seen)) and not (
+        _ROLE_ANY_LINE.search(seen)
+    ):
+        return text
+    lines = text.split("\n")
+    seen_lines = seen.split("\n")
+    if len(seen_lines) != len(lines):  # defensive: the property above is tested
+        seen_lines = [skeleton(line) for line in lines]
+    return "\n".join(_flagged_line(line, s) for line, s in zip(lines, seen_lines, strict=True))
 
 
 def _defused_tag(span: str, names: tuple[str, ...]) -> str:
@@ -150,8 +176,11 @@ def _defused_tag(span: str, names: tuple[str, ...]) -> str:
     return f"[{inner}]"
 
 
-def _flagged_line(line: str) -> str:
-    seen = skeleton(line)
+def _may_hold_verdict(seen: str) -> bool:
+    return any(hint in seen for hint in _VERDICT_HINTS)
+
+
+def _flagged_line(line: str, seen: str) -> str:
     if not (_VERDICT_LINE.search(seen) or _ROLE_LINE.search(seen)):
         return line
     single = _DOUBLE_BRACKETS.sub(lambda m: m.group(0)[0], line)

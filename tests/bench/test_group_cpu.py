@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.bench_group_cpu import _Served, group_rows, read_reply, reply_body
+from bench.bench_group_cpu import _Served, group_rows, multiline, read_reply, reply_body
 from judges.templates import load_template
 from services.core.cache import MemoryCache
 from services.core.models.cached_judge import CachedJudge
@@ -24,3 +24,10 @@ def test_the_keys_it_times_are_the_served_judges_keys_one_per_prompt() -> None:
     prompts = load_template("pairwise").render_many(None, rows, question=question)
     keys = CachedJudge(_Served(), MemoryCache())  # type: ignore[arg-type]
     assert len({keys.key("choices", p) for p in prompts}) == 56
+
+
+def test_its_long_completions_are_40_lines_each_in_every_slot() -> None:
+    _, rows = group_rows(5)
+    long_rows = multiline(rows)
+    assert len(long_rows) == 56
+    assert all(text.count("\n") == 39 for row in long_rows for text in row.values())
