@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -253,14 +254,31 @@ def _fields(item: Any, as_type: type | None = None) -> dict[str, Any]:
 
 
 def _encode(result: ChoiceResult | GenerateResult) -> bytes:
+    """A result as the JSON the cache stores.
+
+    orjson, about 3.5 times faster than :mod:`json` (56 results per G=8 group on the rewards
+    route, issue 19), when every float is finite: orjson would write NaN and -inf (an
+    unlisted candidate's log-probability) as null, so such a result goes through
+    :func:`json.dumps`, which writes them as ``NaN`` and ``-Infinity``.
+    """
     data = _fields(result)
     if isinstance(result, GenerateResult):
         data["samples"] = [_fields(sample) for sample in result.samples]
+        finite = True
+    else:
+        finite = math.isfinite(sum(result.logprobs) + sum(result.probs) + (result.coverage or 0.0))
+    if finite:
+        # orjson also refuses a lone surrogate, which a server's escaped JSON can carry
+        with contextlib.suppress(orjson.JSONEncodeError):
+            return orjson.dumps(data)
     return json.dumps(data).encode()
 
 
 def _decode(result_type: type[Res], raw: bytes) -> Res:
-    data = json.loads(raw)
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # NaN or -Infinity, written by json.dumps
+        data = json.loads(raw)
     for name, value in data.items():
         if name == "samples":  # GenerateResult's samples: GeneratedText fields
             data[name] = tuple(GeneratedText(**sample) for sample in value)

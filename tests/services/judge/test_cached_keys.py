@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from typing import Any
 
 import pytest
@@ -62,6 +63,22 @@ def test_stored_results_come_back_equal() -> None:
     assert _decode(GenerateResult, _encode(generated)) == generated
     failed = GenerateResult.failed("timeout", "too slow")
     assert _decode(GenerateResult, _encode(failed)) == failed
+    lone = GenerateResult.of((GeneratedText("half a pair: \ud83d", 3, "stop"),))
+    assert _decode(GenerateResult, _encode(lone)) == lone  # orjson refuses it; json does not
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [(-0.1234567890123, -2.4), (-math.inf, -0.5), (-1e-300, -745.0), (float("nan"), -1.0)],
+)
+def test_stored_choices_keep_every_float_including_minus_infinity_and_nan(
+    logprobs: tuple[float, float],
+) -> None:
+    """orjson writes a non-finite float as null; such a result is stored by json.dumps."""
+    choice = ChoiceResult("ok", ("A", "B"), logprobs, (0.7, 0.3), None)
+    back = _decode(ChoiceResult, _encode(choice))
+    assert [str(v) for v in back.logprobs] == [str(v) for v in logprobs]
+    assert back.probs == choice.probs and back.coverage is None
 
 
 ASCII = "".join(chr(c) for c in range(128))  # every control character, quote, backslash, DEL
