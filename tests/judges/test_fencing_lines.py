@@ -8,8 +8,11 @@ rule on generated texts that mix role headers, verdict lines and look-alike char
 
 from __future__ import annotations
 
+import re
+import string
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +86,29 @@ def test_a_role_line_after_clean_lines_is_flagged_and_the_rest_kept() -> None:
 def test_a_clean_text_comes_back_as_it_was() -> None:
     text = "Line one.\n\nLine three, with a colon: fine."
     assert neutralise(text, FENCES, "", untrusted=True) is text
+
+
+def test_only_ascii_hex_digits_match_a_hex_digit_case_aside() -> None:
+    """What lets a hex code be looked for in the text's lower case before any pattern."""
+    digit = re.compile("[0-9a-f]", re.IGNORECASE)
+    matching = {chr(p) for p in range(sys.maxunicode + 1) if digit.fullmatch(chr(p))}
+    assert matching == set(string.hexdigits)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("the code is 0a1B2c3D4e5F6789.", "the code is [code]."),
+        ("İ then 0A1B2C3D4E5F6789 twice 0a1b2c3d4e5f6789", "İ then [code] twice [code]"),
+        ("no code here, only 0a1b2c3d4e5f678", "no code here, only 0a1b2c3d4e5f678"),
+    ],
+)
+def test_the_boundary_code_is_removed_in_any_case(text: str, expected: str) -> None:
+    assert neutralise(text, FENCES, "0a1b2c3d4e5f6789", untrusted=False) == expected
+
+
+def test_a_code_that_is_not_hex_is_still_matched_case_aside() -> None:
+    # the Kelvin sign matches k case aside, and is not the ASCII letter
+    assert neutralise("a \u212a, a K and a k", FENCES, "k", untrusted=False) == (
+        "a [code], a [code] and a [code]"
+    )
