@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
@@ -308,8 +308,9 @@ class OpenAIBackend:
             return [ChoiceResult.failed("error", problem) for _ in requests]
         if self._tokenizer is not None and self.sequence_scoring:
             return await self._score_batched(self._tokenizer, requests)
-        items = (self._guard(self._score_one(r), ChoiceResult.failed) for r in requests)
-        return list(await asyncio.gather(*items))
+        return await _together(
+            self._guard(self._score_one(r), ChoiceResult.failed) for r in requests
+        )
 
     async def _score_batched(
         self, tokenizer: ChatTokenizer, requests: Sequence[ChoiceRequest]
@@ -330,19 +331,28 @@ class OpenAIBackend:
                 results[index] = rows
             else:
                 forced.append((index, rows))
-        listed, by_sequence = await asyncio.gather(
-            self._guard(
-                self._score_next_tokens(tokenizer, [requests[i] for i in single]),
-                _failed_all(len(single)),
-            ),
-            self._guard(self._score_forced(requests, forced), _failed_all(len(forced))),
+        next_tokens = self._guard(
+            self._score_next_tokens(tokenizer, [requests[i] for i in single]),
+            _failed_all(len(single)),
         )
+        by_sequence: list[ChoiceResult] = []
+        if forced:
+            listed, by_sequence = await asyncio.gather(
+                next_tokens,
+                self._guard(self._score_forced(requests, forced), _failed_all(len(forced))),
+            )
+        else:  # the usual case: no task for an empty call
+            listed = await next_tokens
         again = [
             (index, cast(ForcedRows, forced_rows(tokenizer, requests[index])))
             for index, result in zip(single, listed, strict=True)
             if result is None
         ]
-        rescored = await self._guard(self._score_forced(requests, again), _failed_all(len(again)))
+        rescored: list[ChoiceResult] = []
+        if again:
+            rescored = await self._guard(
+                self._score_forced(requests, again), _failed_all(len(again))
+            )
         answered: list[tuple[int, ChoiceResult | None]] = list(zip(single, listed, strict=True))
         answered += [(index, r) for (index, _), r in zip(forced, by_sequence, strict=True)]
         answered += [(index, r) for (index, _), r in zip(again, rescored, strict=True)]
@@ -357,7 +367,7 @@ class OpenAIBackend:
         """Each request's candidates from its prompt's next-token list; None where a
         candidate is not listed (a floor would only bound it: it is teacher-forced instead)."""
         chunks = _chunks(list(requests), lambda _: 1)
-        done = await asyncio.gather(*(self._next_token_chunk(tokenizer, c) for c in chunks))
+        done = await _together(self._next_token_chunk(tokenizer, c) for c in chunks)
         return [result for chunk in done for result in chunk]
 
     def _next_token_prompt(self, tokenizer: ChatTokenizer, request: ChoiceRequest) -> Any:
@@ -399,8 +409,8 @@ class OpenAIBackend:
     ) -> list[ChoiceResult]:
         """Every forced request, ``MAX_PROMPTS_PER_CALL`` rows a call at most."""
         chunks = _chunks(list(forced), lambda item: len(item[1].rows))
-        done = await asyncio.gather(
-            *(self._score_chunk([requests[i] for i, _ in c], [f for _, f in c]) for c in chunks)
+        done = await _together(
+            self._score_chunk([requests[i] for i, _ in c], [f for _, f in c]) for c in chunks
         )
         return [result for chunk in done for result in chunk]
 
@@ -445,7 +455,7 @@ class OpenAIBackend:
         if problem := await self._missing_model():
             return [GenerateResult.failed("error", problem) for _ in requests]
         items = (self._guard(self._generate_one(r), GenerateResult.failed) for r in requests)
-        return list(await asyncio.gather(*items))
+        return await _together(items)
 
     @staticmethod
     async def _guard(work: Awaitable[T], failed: Callable[[ItemStatus, str], T]) -> T:
@@ -573,6 +583,16 @@ def _chunks(items: list[X], weight: Callable[[X], int]) -> list[list[X]]:
         chunks[-1].append(item)
         load += weight(item)
     return chunks
+
+
+async def _together(awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """What ``asyncio.gather`` gives; a single awaitable is awaited in place, without the task
+    gather wraps it in (a pairwise request, or a group of up to ``MAX_PROMPTS_PER_CALL``
+    prompts, is one call: issue 19)."""
+    items = list(awaitables)
+    if len(items) == 1:
+        return [await items[0]]
+    return list(await asyncio.gather(*items))
 
 
 def _failed_all(count: int) -> Callable[[ItemStatus, str], list[Any]]:

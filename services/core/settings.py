@@ -9,6 +9,7 @@ Nothing here is built at import: call ``services.settings.get_settings()`` when 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from enum import StrEnum
@@ -222,6 +223,7 @@ def _accepts(model: type[BaseModel], field: str) -> bool:
     return field in model.model_fields or (callable(folded) and field in folded())
 
 
+@functools.lru_cache(maxsize=4096)  # every request asks, for a few client hosts (issue 19)
 def is_loopback(host: str) -> bool:
     """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
     if host == "localhost":
