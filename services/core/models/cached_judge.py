@@ -119,12 +119,14 @@ class CachedJudge:
                 todo[key] = request
         try:
             found = await self._lookup(list(todo))
+            hits = 0
             for key, cached in zip(list(todo), found, strict=True):
                 if cached is not None:
                     results[key] = _decode(result_type, cached)
                     owned[key].set_result(results[key])
                     del todo[key]
-                    self._count("hit")
+                    hits += 1
+            self._count("hit", hits)
             if todo:
                 await self._compute(todo, call, results, owned)
         except BaseException as exc:
@@ -138,7 +140,7 @@ class CachedJudge:
                 self._inflight.pop(key, None)
         for key, future in waiting.items():
             results[key] = await asyncio.shield(future)
-            self._count("shared")
+        self._count("shared", len(waiting))
         return [results[k] for k in keys]
 
     async def _compute(
@@ -153,12 +155,12 @@ class CachedJudge:
         for key, result in zip(todo, computed, strict=True):
             results[key] = result
             futures[key].set_result(result)
-            self._count("miss")
             if self._fell_back(result):
                 if self._metrics is not None:
                     self._metrics.judge_verdict_fallback.inc()
             elif result.status == "ok":
                 keep[key] = _encode(result)
+        self._count("miss", len(computed))
         await self._store(keep)
 
     def _fell_back(self, result: ChoiceResult | GenerateResult) -> bool:
@@ -198,9 +200,10 @@ class CachedJudge:
             log.warning("the judge cache is unavailable; judging without it")
         self._cache_reachable = False
 
-    def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.judge_cache.labels(outcome).inc()
+    def _count(self, outcome: str, calls: int = 1) -> None:
+        """Count ``calls`` lookups that ended in ``outcome``: once per batch, not per prompt."""
+        if self._metrics is not None and calls:
+            self._metrics.judge_cache.labels(outcome).inc(calls)
 
 
 def key_text(payload: dict[str, Any]) -> bytes:
@@ -213,8 +216,11 @@ def key_text(payload: dict[str, Any]) -> bytes:
     that replicas and releases share the cache (test_cached_keys.py).
     """
     if _only_plain(payload):
-        with contextlib.suppress(orjson.JSONEncodeError):
+        try:  # not contextlib.suppress: this runs for every judged prompt
             raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            pass
+        else:
             if raw.isascii() and b"\x7f" not in raw:
                 return raw
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=list)
