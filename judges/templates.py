@@ -162,11 +162,70 @@ class PromptTemplate:
         [('A', 'B')]
         """
         memo: dict[tuple[str, str], str] = {}
-        return [self._render(fence_code, {**shared, **row}, memo) for row in rows]
+        if not rows:
+            return []
+        keys = rows[0].keys()
+        candidates, code, first = self._values(fence_code, {**shared, **rows[0]}, memo)
+        out = [self._prompt(candidates, code, first)]
+        if not self._rows_only_fill(keys, fence_code):
+            out += [self._render(fence_code, {**shared, **row}, memo) for row in rows[1:]]
+            return out
+        # Every row fills the same slots (a tournament's two responses): what the shared
+        # values make (their fencing, the code, the letters, the system message) is reused,
+        # and only each row's own values are fenced and filled in (issue 19).
+        system, user = _compiled(self.system), _compiled(self.user)
+        same_system = not keys & set(system.names)
+        system_text = system.substitute(first)
+        trust = {key: ("u:" if key in self.untrusted else "t:") + code for key in keys}
+        for row in rows[1:]:
+            if row.keys() != keys:
+                out.append(self._render(fence_code, {**shared, **row}, memo))
+                continue
+            values = dict(first)
+            for key, value in row.items():
+                text = value if type(value) is str else _as_text(key, value)
+                if self.boundary:
+                    slot = (trust[key], text)
+                    done = memo.get(slot)
+                    if done is None:
+                        done = memo[slot] = neutralise(
+                            text, self.fences, code, untrusted=key in self.untrusted
+                        )
+                    values[key] = done
+                else:
+                    values[key] = self._defuse(text)
+            content = user.substitute(values)
+            messages: tuple[ChatMessage, ...]
+            if self.system:
+                if not same_system:
+                    system_text = system.substitute(values)
+                messages = (
+                    {"role": "system", "content": system_text},
+                    {"role": "user", "content": content},
+                )
+            else:
+                messages = ({"role": "user", "content": content},)
+            out.append(self._prompt(candidates, code, values, messages))
+        return out
+
+    def _rows_only_fill(self, keys: Any, fence_code: str | None) -> bool:
+        """Whether rows with these keys change nothing but their own slots' text: not the
+        grades (``k``), and not the boundary code (made from the question when no code is
+        given)."""
+        if "k" in keys:
+            return False
+        return not (self.boundary and fence_code is None and "question" in keys)
 
     def _render(
         self, fence_code: str | None, values: Mapping[str, Any], memo: dict[tuple[str, str], str]
     ) -> RenderedPrompt:
+        return self._prompt(*self._values(fence_code, values, memo))
+
+    def _values(
+        self, fence_code: str | None, values: Mapping[str, Any], memo: dict[tuple[str, str], str]
+    ) -> tuple[tuple[str, ...], str, dict[str, str]]:
+        """The candidates, the boundary code ("" without one) and every placeholder's text,
+        each value checked and neutralised."""
         merged = {**self.defaults, **values}
         variables = self.variables
         if merged.keys() != variables:
@@ -192,8 +251,17 @@ class PromptTemplate:
                 text_values.update(zip(LABELS, candidates, strict=True))
         else:
             text_values = {key: self._defuse(text) for key, text in texts.items()}
+        return candidates, code, text_values
+
+    def _prompt(
+        self,
+        candidates: tuple[str, ...],
+        code: str,
+        text_values: Mapping[str, str],
+        messages: tuple[ChatMessage, ...] | None = None,
+    ) -> RenderedPrompt:
         return RenderedPrompt(
-            self._messages(text_values),
+            messages if messages is not None else self._messages(text_values),
             candidates,
             self.assistant_prefix,
             template=self.ref,
@@ -355,14 +423,17 @@ def _variables(
 class _Compiled:
     """A ``$placeholder`` text split once into its literal runs and placeholder names.
 
-    Filling it joins the runs and values: :meth:`string.Template.substitute` scans the whole
-    text with a regular expression on every call, 7% of a G=8 group's CPU in the overhead
-    bench (56 prompts of about 1.2 KB, issue 19). Same syntax and result: ``$name``,
-    ``${name}``, ``$$`` for a dollar sign.
+    Filling it is one ``%`` format of the runs and values: :meth:`string.Template.substitute`
+    scans the whole text with a regular expression on every call, 7% of a G=8 group's CPU in
+    the overhead bench (56 prompts of about 1.2 KB, issue 19). Same syntax and result:
+    ``$name``, ``${name}``, ``$$`` for a dollar sign.
     """
 
     literals: tuple[str, ...]  # one more than names: text before, between and after them
     names: tuple[str, ...]
+    # The same as a printf-style format ("%(name)s" per placeholder, "%" doubled), which
+    # fills every placeholder in one C-level call.
+    printf: str = ""
 
     @classmethod
     def parse(cls, text: str) -> _Compiled:
@@ -383,15 +454,15 @@ class _Compiled:
                 run = []
         run.append(text[at:])
         literals.append("".join(run))
-        return cls(tuple(literals), tuple(names))
+        escaped = [literal.replace("%", "%%") for literal in literals]
+        printf = escaped[0] + "".join(
+            f"%({name})s{literal}" for name, literal in zip(names, escaped[1:], strict=True)
+        )
+        return cls(tuple(literals), tuple(names), printf)
 
     def substitute(self, values: Mapping[str, str]) -> str:
         """The text with each placeholder's value (``KeyError`` for a missing one)."""
-        parts = [self.literals[0]]
-        for name, literal in zip(self.names, self.literals[1:], strict=True):
-            parts.append(str(values[name]))
-            parts.append(literal)
-        return "".join(parts)
+        return self.printf % values
 
     def get_identifiers(self) -> list[str]:
         """The placeholder names, each once, in order of first use."""
