@@ -237,14 +237,23 @@ class RedisLimiter:
             yield
             return
         lease = await self._wait_for_lease(self.max_concurrency)
-        keeper = asyncio.create_task(self._keep_alive(lease))
+        # Most calls end long before their lease needs renewing: the renewing task starts
+        # only for a holder still there after a third of the lease's life, not for each call
+        # (a task per upstream call was CPU that --workers paid on every call; issue 19).
+        keeper: list[asyncio.Task[None]] = []
+        later = asyncio.get_running_loop().call_later(
+            self.lease_ttl_s / 3,
+            lambda: keeper.append(asyncio.create_task(self._keep_alive(lease))),
+        )
         try:
             await self._take_token()
             yield
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            later.cancel()
+            for task in keeper:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await self._release(lease)
 
     async def in_use(self) -> int:
@@ -280,21 +289,22 @@ class RedisLimiter:
             await asyncio.sleep(wait_ms / 1000 + self._jittered(self.poll_interval_s) / 2)
 
     async def _keep_alive(self, lease: str) -> None:
+        """Renew ``lease`` now, then every third of its life, until cancelled."""
         while True:
-            await asyncio.sleep(self.lease_ttl_s / 3)
             try:
                 renewed = await self._call(
                     self._renew_lease, self.lease_key, [self.lease_ttl_s * 1000, lease]
                 )
             except LimiterUnavailable as exc:
                 logger.warning("could not renew limiter lease on %s: %s", self.lease_key, exc)
-                continue
-            if not renewed:
-                logger.warning(
-                    "limiter lease on %s expired before renewal; the limit may be exceeded",
-                    self.lease_key,
-                )
-                return
+            else:
+                if not renewed:
+                    logger.warning(
+                        "limiter lease on %s expired before renewal; the limit may be exceeded",
+                        self.lease_key,
+                    )
+                    return
+            await asyncio.sleep(self.lease_ttl_s / 3)
 
     async def _release(self, lease: str) -> None:
         try:

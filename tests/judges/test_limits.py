@@ -207,6 +207,27 @@ async def test_a_crashed_process_gives_its_slot_back_when_the_lease_expires(name
         await limiter.aclose()
 
 
+async def test_a_long_holder_keeps_its_lease_past_its_ttl(name: str) -> None:
+    """The lease is renewed while its holder is still there (the renewal starts only after a
+    third of the lease's life), so a call longer than the lease keeps out the next one."""
+    holder, other = await two_limiters(name, max_concurrency=1, lease_ttl_s=0.6)
+    try:
+        async with holder.acquire():
+            await asyncio.sleep(1.5)  # two and a half lease lives
+            assert await other.in_use() == 1
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    async with other.acquire():
+                        pytest.fail("a second holder got in while the first held its lease")
+        async with asyncio.timeout(5):
+            async with other.acquire():
+                assert await other.in_use() == 1
+        assert await other.in_use() == 0
+    finally:
+        await holder.aclose()
+        await other.aclose()
+
+
 async def test_two_redis_limiters_share_one_rate(name: str) -> None:
     limiters = await two_limiters(name, rpm=4, window_s=30.0)
     granted = 0
