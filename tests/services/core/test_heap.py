@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from services.app import create_app
-from services.core.heap import freeze_in_this_process, freeze_startup_objects
+from services.core.heap import (
+    SERVING_THRESHOLDS,
+    freeze_in_this_process,
+    freeze_startup_objects,
+)
 from services.core.models.embedder import Embedder
 from services.settings import Settings
 from tests.judges.scripted_backend import ScriptedBackend
@@ -27,18 +31,38 @@ class _Node:
 @pytest.fixture
 def serving() -> Iterator[None]:
     """This process behaves as ``plaudit serve`` does, and forgets it afterwards."""
+    thresholds = gc.get_threshold()
     freeze_in_this_process()
     try:
         yield
     finally:
         freeze_in_this_process(False)
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 def test_nothing_is_frozen_unless_the_process_serves() -> None:
-    before = gc.get_freeze_count()
+    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
     assert freeze_startup_objects("test") == 0
     assert gc.get_freeze_count() == before
+    assert gc.get_threshold() == thresholds
+
+
+@pytest.mark.usefixtures("serving")
+def test_a_serving_process_still_frees_cycles_with_no_explicit_collection() -> None:
+    """The raised thresholds (fewer collections while requests hold many young objects)
+    still let the collector run on its own."""
+    freeze_startup_objects("test")
+    assert gc.get_threshold() == SERVING_THRESHOLDS
+    cycle = _Node()
+    cycle_ref = weakref.ref(cycle)
+    del cycle
+    held = []
+    for _ in range(3 * SERVING_THRESHOLDS[0]):
+        held.append([])  # net allocations, as requests in flight make them
+        if cycle_ref() is None:
+            break
+    assert cycle_ref() is None
 
 
 @pytest.mark.usefixtures("serving")
