@@ -15,11 +15,12 @@ meant to live as long as the process.
 It also makes the collector run less often (:data:`SERVING_THRESHOLDS`). Requests in flight
 hold thousands of young objects each (a G=8 group: 56 prompts, a reply of about 1,700 listed
 tokens), and Python's default thresholds (700, 10, 10) collected them again and again while
-they were still in use. Measured with ``bench/bench_overhead.py``'s group route at 64
-clients against the 50 ms stand-in judge, alternating runs on two cores: 2.9 to 3.2 ms of
-CPU per group with the defaults, 2.4 to 2.5 with these (BENCHMARKS.md, "Collector
-thresholds"). Cyclic garbage still goes: the youngest generation is collected every 10,000
-net allocations, the oldest every few million. It does nothing until :func:`freeze_in_this_process`
+they were still in use. Measured with ``bench/bench_overhead.py`` at 64 clients against the
+50 ms stand-in judge, four alternating runs each way on two cores: a pairwise request's CPU
+0.72 to 0.78 ms with the defaults, 0.66 to 0.69 with these; a G=8 group's 2.28 to 2.63 ms,
+2.25 to 2.50 (BENCHMARKS.md, "Collector thresholds"). Cyclic garbage still goes: the
+youngest generation is collected every 10,000 net allocations, the oldest every few
+million. It does nothing until :func:`freeze_in_this_process`
 is called: ``plaudit serve`` and its worker processes call it, while tests and embedding
 programs build and drop many apps in one process, whose objects must stay collectable.
 """
