@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -61,22 +62,32 @@ class CachedJudge:
         self._metrics = metrics
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._cache_reachable = True
+        self._frames: dict[tuple[object, ...], _KeyFrame] = {}
 
     def key(self, op: str, request: ChoiceRequest | GenerateRequest) -> str:
+        """The cache key of one request: ``judge:`` and the SHA-256 of the sorted JSON of
+        the backend, model, scoring details, operation and the request's fields."""
+        return self._keyer(op)(request)
+
+    def _keyer(self, op: str) -> Callable[[ChoiceRequest | GenerateRequest], str]:
+        """:meth:`key` for every request of one batch: what the backend contributes is read
+        and hashed once, and each request adds only its own fields (issue 19)."""
         info = self.backend.info
-        payload = {
-            "backend": info.name,
-            "model": info.model_id,
-            "scoring": {k: info.details.get(k) for k in _SCORING_DETAILS},
-            "op": op,
-            # Fields one level deep: json.dumps walks the rest, and the text (so the key)
-            # equals what dataclasses.asdict gave, at half its CPU (issue 19).
-            # A RenderedPrompt is its own ChoiceRequest: only the request's fields count.
-            "request": _fields(
-                request, ChoiceRequest if isinstance(request, ChoiceRequest) else None
-            ),
-        }
-        return f"judge:{hashlib.sha256(key_text(payload)).hexdigest()}"
+        scoring = {k: info.details.get(k) for k in _SCORING_DETAILS}
+        signature = (op, info.name, info.model_id, tuple(scoring.items()))
+        frame = self._frames.get(signature)
+        if frame is None:
+            if len(self._frames) >= _MAX_FRAMES:
+                self._frames.clear()
+            payload = {
+                "backend": info.name,
+                "model": info.model_id,
+                "scoring": scoring,
+                "op": op,
+                "request": _SPLICE,
+            }
+            frame = self._frames[signature] = _KeyFrame.of(payload)
+        return frame.key
 
     async def score_choices(
         self, requests: Sequence[ChoiceRequest], *, use_cache: bool = True
@@ -101,7 +112,8 @@ class CachedJudge:
         call: Callable[[Sequence[Req]], Awaitable[list[Res]]],
         result_type: type[Res],
     ) -> list[Res]:
-        keys = [self.key(op, r) for r in requests]
+        keyer = self._keyer(op)
+        keys = [keyer(r) for r in requests]
         results: dict[str, Res] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
         owned: dict[str, asyncio.Future[Any]] = {}
@@ -206,6 +218,43 @@ class CachedJudge:
             self._metrics.judge_cache.labels(outcome).inc(calls)
 
 
+_SPLICE = "\u0001plaudit: the request goes here\u0001"
+_MAX_FRAMES = 64  # (operation, backend, model, scoring) combinations kept per judge
+
+
+@dataclasses.dataclass(frozen=True)
+class _KeyFrame:
+    """The key text around the request: ``{"backend":..,"model":..,"op":..,"request":``,
+    then the request's fields, then ``,"scoring":{..}}``. JSON nests, so the request's text
+    alone is what it is inside the payload; the head is hashed once and each key copies
+    that state (the same bytes and digest as hashing the whole text)."""
+
+    head: Any  # hashlib's sha256 state after the head
+    tail: bytes
+    whole: dict[str, Any] | None  # the payload, when the splice mark cannot be found once
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> _KeyFrame:
+        text = key_text(payload)
+        mark = json.dumps(_SPLICE).encode()
+        if text.count(mark) != 1:  # a name or scoring detail that is the mark itself
+            return cls(hashlib.sha256(), b"", payload)
+        head, tail = text.split(mark)
+        return cls(hashlib.sha256(head), tail, None)
+
+    def key(self, request: ChoiceRequest | GenerateRequest) -> str:
+        # A RenderedPrompt is its own ChoiceRequest: only the request's fields count.
+        fields = _fields(request, ChoiceRequest if isinstance(request, ChoiceRequest) else None)
+        if self.whole is not None:
+            return (
+                f"judge:{hashlib.sha256(key_text({**self.whole, 'request': fields})).hexdigest()}"
+            )
+        digest = self.head.copy()
+        digest.update(key_text(fields))
+        digest.update(self.tail)
+        return f"judge:{digest.hexdigest()}"
+
+
 def key_text(payload: dict[str, Any]) -> bytes:
     """``payload`` as the sorted, compact ``json.dumps`` text that the keys hash.
 
@@ -255,8 +304,12 @@ def _only_plain(value: Any) -> bool:
 def _fields(item: Any, as_type: type | None = None) -> dict[str, Any]:
     """A dataclass's fields by name (those of ``as_type`` when given, for a subclass),
     values as they are (no deep copy)."""
-    names = dataclasses.fields(as_type or item)
-    return {field.name: getattr(item, field.name) for field in names}
+    return {name: getattr(item, name) for name in _field_names(as_type or type(item))}
+
+
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(kind))
 
 
 def _encode(result: ChoiceResult | GenerateResult) -> bytes:

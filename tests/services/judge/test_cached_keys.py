@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from judges.backends.base import (
+    BackendInfo,
     ChoiceRequest,
     ChoiceResult,
     GeneratedText,
@@ -22,7 +23,13 @@ from judges.backends.base import (
     GenerateResult,
 )
 from services.core.cache import MemoryCache
-from services.core.models.cached_judge import CachedJudge, _decode, _encode, key_text
+from services.core.models.cached_judge import (
+    _SPLICE,
+    CachedJudge,
+    _decode,
+    _encode,
+    key_text,
+)
 from tests.services.judge.scripted import ScriptedBackend
 
 MESSAGES = [
@@ -53,6 +60,55 @@ def test_keys_are_the_ones_earlier_releases_computed() -> None:
     assert judge.key("generate", generate) == _asdict_key(judge, "generate", generate)
     other = ChoiceRequest(MESSAGES, ("A", "B"), assistant_prefix="Verdict:")
     assert judge.key("choices", other) != judge.key("choices", choice)
+
+
+class _Served(ScriptedBackend):
+    """A backend whose info can change between calls (a server found to score otherwise)."""
+
+    def __init__(self, model_id: str, details: dict[str, str]) -> None:
+        super().__init__()
+        self.model = model_id
+        self.details = details
+
+    @property
+    def info(self) -> BackendInfo:
+        return BackendInfo("openai", self.model, details=dict(self.details))
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["stub-judge", "caf\u00e9 \ud800", _SPLICE, json.dumps(_SPLICE)],
+)
+def test_spliced_keys_equal_the_whole_payload_hashed(model: str) -> None:
+    """Issue 19: the backend's part of the key text is hashed once per batch and each
+    request's fields are added to a copy of that state; the digest must be the one of the
+    whole text, for text json escapes, floats (a generate request's), and a model name that
+    holds the splice mark itself (the whole payload is hashed then)."""
+    judge = CachedJudge(_Served(model, {"choice_mode": "batched", "compat": "vllm"}), MemoryCache())
+    requests: list[ChoiceRequest | GenerateRequest] = [
+        ChoiceRequest(MESSAGES, ("A", "B"), assistant_prefix="Verdict: "),
+        ChoiceRequest(
+            [{"role": "user", "content": "\u65e5\u672c \U0001f600 \x7f \ud83d " + ASCII}],
+            ("1", "10"),
+        ),
+        GenerateRequest(MESSAGES, temperature=0.7, top_p=0.95, seed=3, stop=("\n",)),
+        GenerateRequest(MESSAGES, json_schema={"minimum": 0.1, "maximum": 1e16}),
+    ]
+    for op in ("choices", "generate"):
+        for request in requests:
+            assert judge.key(op, request) == _asdict_key(judge, op, request)
+
+
+def test_a_change_of_scoring_between_batches_changes_the_key() -> None:
+    backend = _Served("stub-judge", {"choice_scoring": "first_token"})
+    judge = CachedJudge(backend, MemoryCache())
+    request = ChoiceRequest(MESSAGES, ("A", "B"))
+    before = judge.key("choices", request)
+    backend.details = {"choice_scoring": "sequence"}
+    after = judge.key("choices", request)
+    assert after != before and after == _asdict_key(judge, "choices", request)
+    backend.model = "another-judge"
+    assert judge.key("choices", request) == _asdict_key(judge, "choices", request) != after
 
 
 def test_stored_results_come_back_equal() -> None:
