@@ -80,24 +80,22 @@ def _server_message(response: HttpReply) -> str:
     return str(message or body.get("message") or body.get("detail") or body)[:300]
 
 
-def first_token_logprobs(body: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """``(token, logprob)`` for the first generated token: its tops, and the sampled one."""
+def first_token_logprobs(body: Mapping[str, Any]) -> dict[str, float]:
+    """Token -> logprob for the first generated token: its tops, and the sampled one."""
     try:
         first = body["choices"][0]["logprobs"]["content"][0]
         listed: dict[str, float] = {}
         for entry in [*(first.get("top_logprobs") or []), first]:  # sampled is usually a top
             listed.setdefault(str(entry["token"]), float(entry["logprob"]))
-        return list(listed.items())
+        return listed
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return []
+        return {}
 
 
-def choice_from_listed(
-    candidates: Sequence[str], listed: Sequence[tuple[str, float]]
-) -> ChoiceResult:
-    """Score candidates from the ``(token, logprob)`` pairs a server listed (see above).
+def choice_from_listed(candidates: Sequence[str], listed: Mapping[str, float]) -> ChoiceResult:
+    """Score candidates from the token -> logprob list a server gave (see above).
 
-    >>> choice_from_listed(["A", "B"], [(" A", -0.1), ("B", -2.5), ("The", -4.0)]).best()
+    >>> choice_from_listed(["A", "B"], {" A": -0.1, "B": -2.5, "The": -4.0}).best()
     'A'
     """
     return _scored(candidates, listed, missing_ok=True) or ChoiceResult.failed(
@@ -105,9 +103,7 @@ def choice_from_listed(
     )
 
 
-def listed_choice(
-    candidates: Sequence[str], listed: Sequence[tuple[str, float]]
-) -> ChoiceResult | None:
+def listed_choice(candidates: Sequence[str], listed: Mapping[str, float]) -> ChoiceResult | None:
     """:func:`choice_from_listed`, or None when some candidate is not in the list (the
     caller then scores it another way). One pass over the list serves both questions: a
     G=8 group reads 56 such lists per reply (issue 19)."""
@@ -115,13 +111,13 @@ def listed_choice(
 
 
 def _scored(
-    candidates: Sequence[str], listed: Sequence[tuple[str, float]], *, missing_ok: bool
+    candidates: Sequence[str], listed: Mapping[str, float], *, missing_ok: bool
 ) -> ChoiceResult | None:
     if not listed:
         return None
     keys = [c.lstrip(_LEADING) for c in candidates]
     found: dict[str, list[float]] = {key: [] for key in keys}
-    for token, logprob in listed:
+    for token, logprob in listed.items():
         hits = found.get(token.lstrip(_LEADING))
         if hits is not None:
             hits.append(logprob)
@@ -134,7 +130,7 @@ def _scored(
             if not missing_ok:
                 return None
             if floor is None:  # the lowest listed value (NaN or +inf fail the item below)
-                floor = min(logprob for _, logprob in listed)
+                floor = min(listed.values())
             logprobs.append(floor)
             continue
         value = hits[0] if len(hits) == 1 else _logsumexp(hits)

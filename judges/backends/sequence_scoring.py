@@ -213,8 +213,8 @@ def next_token_body(
     return body
 
 
-def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str, float]]] | str:
-    """Each prompt's ``(token, logprob)`` list for its first generated token (the legacy
+def next_token_lists(body: Mapping[str, Any], count: int) -> list[dict[str, float]] | str:
+    """Each prompt's token -> logprob list for its first generated token (the legacy
     completions shape: ``top_logprobs[0]`` maps token text to logprob), or why not."""
     choices = body.get("choices")
     if not isinstance(choices, list) or len(choices) != count:
@@ -232,24 +232,24 @@ def next_token_lists(body: Mapping[str, Any], count: int) -> list[list[tuple[str
 _FLOATS = {float}
 
 
-def _first_listed(choice: Any) -> list[tuple[str, float]]:
+def _first_listed(choice: Any) -> dict[str, float]:
     try:
         logprobs = choice["logprobs"]
         tops = logprobs.get("top_logprobs") or [{}]
         first: dict[Any, Any] = tops[0] or {}
-        # Parsed JSON holds floats already: copy without a Python step per entry (a G=8
-        # reply lists over 1,000 tokens; issue 19). Anything else is converted.
-        if set(map(type, first.values())) <= _FLOATS:
-            listed = dict(first)
+        # Parsed JSON holds floats already: read as it is, not copied (a G=8 reply lists over
+        # 1,000 tokens; issue 19). Anything else is converted.
+        if type(first) is dict and set(map(type, first.values())) <= _FLOATS:
+            listed: dict[str, float] = first
         else:
             listed = {str(t): float(lp) for t, lp in first.items()}
         if logprobs.get("tokens") and logprobs.get("token_logprobs"):
-            sampled, value = logprobs["tokens"][0], logprobs["token_logprobs"][0]
-            if value is not None:
-                listed.setdefault(str(sampled), float(value))
-        return list(listed.items())
+            sampled, value = str(logprobs["tokens"][0]), logprobs["token_logprobs"][0]
+            if value is not None and sampled not in listed:
+                listed = {**listed, sampled: float(value)}  # the reply's own dict stays as it is
+        return listed
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return []
+        return {}
 
 
 def tail_logprobs(

@@ -344,24 +344,24 @@ def test_verdicts_and_listed_tokens_are_read_without_a_server() -> None:
     assert verdict_result("Rating: 7/10", [str(i) for i in range(1, 11)]).best() == "7"
     assert verdict_result("Yes, because...", ["yes", "no"]).best() == "yes"
     assert verdict_result("Score: 11", ["1", "2", "3"]).status == "error"
-    listed = choice_from_listed(["yes", "no"], [("\u0120yes", -0.2), ("\u2581no", -1.8)])
+    listed = choice_from_listed(["yes", "no"], {"\u0120yes": -0.2, "\u2581no": -1.8})
     assert listed.logprobs == (-0.2, -1.8) and listed.best() == "yes"
 
 
 def test_listed_tokens_that_strip_alike_are_summed_and_a_missing_one_is_told_apart() -> None:
-    pairs = [(" A", math.log(0.3)), ("A", math.log(0.2)), ("B", math.log(0.1)), ("x", -9.0)]
+    pairs = {" A": math.log(0.3), "A": math.log(0.2), "B": math.log(0.1), "x": -9.0}
     summed = listed_choice(["A", "B"], pairs)
     assert summed is not None and summed.logprobs == pytest.approx((math.log(0.5), math.log(0.1)))
     assert summed.coverage == pytest.approx(0.6) and summed.probs[0] == pytest.approx(5 / 6)
     assert listed_choice(["A", "C"], pairs) is None  # the caller scores it another way
     floored = choice_from_listed(["A", "C"], pairs)
     assert floored.logprobs[1] == -9.0 and floored.coverage == pytest.approx(0.5)
-    assert choice_from_listed(["A"], []).status == "error"
+    assert choice_from_listed(["A"], {}).status == "error"
     # A server's NaN or +inf for a candidate fails the item (no second call, no floor).
     for bad in (math.nan, math.inf):
-        failed = listed_choice(["A", "B"], [("A", bad), ("B", bad)])
+        failed = listed_choice(["A", "B"], {"A": bad, "B": bad})
         assert failed is not None and failed.error == "candidate log-probabilities are not finite"
-        assert choice_from_listed(["A", "C"], [("A", bad), ("x", -1.0)]).status == "error"
+        assert choice_from_listed(["A", "C"], {"A": bad, "x": -1.0}).status == "error"
 
 
 @pytest.mark.parametrize(
@@ -392,8 +392,8 @@ def test_a_completions_reply_lists_each_prompts_first_token() -> None:
     odd = {"top_logprobs": [{"A": "-0.25", "B": -3.0}]}  # a number sent as text still reads
     body = {"choices": [{"index": 1, "logprobs": odd}, {"index": 0, "logprobs": parsed}]}
     lists = next_token_lists(body, 2)
-    assert lists == [[("A", -0.5), ("C", -1.0), ("B", -2.0)], [("A", -0.25), ("B", -3.0)]]
-    assert all(type(value) is float for listed in lists for _, value in listed)
+    assert lists == [{"A": -0.5, "C": -1.0, "B": -2.0}, {"A": -0.25, "B": -3.0}]
+    assert all(type(value) is float for listed in lists for value in listed.values())
     assert next_token_lists(body, 3) == "asked about 3 prompts, the server answered 2"
     body["choices"][0]["logprobs"] = {"top_logprobs": [{"A": None}]}
     assert next_token_lists(body, 2) == "the response has no logprobs"
