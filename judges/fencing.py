@@ -76,8 +76,8 @@ _ROLE_LINE = re.compile(
     r"\s*(?:message|prompt|note|override|instruction|instructions)?\s*[\]:]"
 )
 #: Every match of ``_VERDICT_LINE`` holds one of these. Python's ``re`` tries the pattern's
-#: alternatives at every position of a text (130 us for 3 KB); ``in`` finds none of them in a
-#: few (issue 19).
+#: alternatives at every position of a text; ``in`` looks for each word in one fast scan
+#: (issue 19).
 _VERDICT_HINTS = ("[[", *_VERDICT_WORDS, *_VERDICT_WORDS_ZH)
 #: ``_ROLE_LINE`` at the start of any line of a whole text: a quick test before line by line.
 _ROLE_ANY_LINE = re.compile(_ROLE_LINE.pattern, re.MULTILINE)
@@ -174,9 +174,8 @@ def _flagged_lines(text: str) -> str:
     are the lines' skeletons; a text where no line could match (most) comes back as it is.
     """
     seen = skeleton(text)
-    if not (_may_hold_verdict(seen) and _VERDICT_LINE.search(seen)) and not (
-        _ROLE_ANY_LINE.search(seen)
-    ):
+    verdict = _may_hold_verdict(seen) and _VERDICT_LINE.search(seen) is not None
+    if not verdict and _ROLE_ANY_LINE.search(seen) is None:
         return text
     lines = text.split("\n")
     seen_lines = seen.split("\n")

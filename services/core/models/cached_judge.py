@@ -315,7 +315,7 @@ def _field_names(kind: type) -> tuple[str, ...]:
 def _encode(result: ChoiceResult | GenerateResult) -> bytes:
     """A result as the JSON the cache stores.
 
-    orjson, about 3.5 times faster than :mod:`json` (56 results per G=8 group on the rewards
+    orjson, faster than :mod:`json` (56 results per G=8 group on the rewards
     route, issue 19), when every float is finite: orjson would write NaN and -inf (an
     unlisted candidate's log-probability) as null, so such a result goes through
     :func:`json.dumps`, which writes them as ``NaN`` and ``-Infinity``.
