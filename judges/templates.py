@@ -178,12 +178,13 @@ class PromptTemplate:
         system_text = system.substitute(first)
         trust = {key: ("u:" if key in self.untrusted else "t:") + code for key in keys}
         for row in rows[1:]:
-            if row.keys() != keys:
+            # Another key set, or a value that is not text (converted, or refused with the
+            # error render() gives): rendered whole.
+            if row.keys() != keys or not all(type(value) is str for value in row.values()):
                 out.append(self._render(fence_code, {**shared, **row}, memo))
                 continue
             values = dict(first)
-            for key, value in row.items():
-                text = value if type(value) is str else _as_text(key, value)
+            for key, text in row.items():
                 if self.boundary:
                     slot = (trust[key], text)
                     done = memo.get(slot)
@@ -214,7 +215,7 @@ class PromptTemplate:
         given)."""
         if "k" in keys:
             return False
-        return not (self.boundary and fence_code is None and "question" in keys)
+        return not (self.boundary and not fence_code and "question" in keys)
 
     def _render(
         self, fence_code: str | None, values: Mapping[str, Any], memo: dict[tuple[str, str], str]

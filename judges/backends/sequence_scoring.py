@@ -245,8 +245,10 @@ def _first_listed(choice: Any) -> dict[str, float]:
             listed = {str(t): float(lp) for t, lp in first.items()}
         if logprobs.get("tokens") and logprobs.get("token_logprobs"):
             sampled, value = str(logprobs["tokens"][0]), logprobs["token_logprobs"][0]
-            if value is not None and sampled not in listed:
-                listed = {**listed, sampled: float(value)}  # the reply's own dict stays as it is
+            if value is not None:
+                value = float(value)  # a malformed value still fails the list, as it did
+                if sampled not in listed:
+                    listed = {**listed, sampled: value}  # the reply's own dict stays as it is
         return listed
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return {}

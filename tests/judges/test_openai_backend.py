@@ -397,6 +397,11 @@ def test_a_completions_reply_lists_each_prompts_first_token() -> None:
     assert next_token_lists(body, 3) == "asked about 3 prompts, the server answered 2"
     body["choices"][0]["logprobs"] = {"top_logprobs": [{"A": None}]}
     assert next_token_lists(body, 2) == "the response has no logprobs"
+    # A malformed sampled value fails the list even when its token is listed already.
+    malformed = {"tokens": ["A"], "token_logprobs": ["oops"], "top_logprobs": [{"A": -0.1}]}
+    body["choices"][0]["logprobs"] = malformed
+    assert next_token_lists(body, 2) == "the response has no logprobs"
+    assert malformed["top_logprobs"] == [{"A": -0.1}]  # the reply is read, never changed
 
 
 async def test_the_served_model_is_found_when_none_is_configured(harness: Harness) -> None:

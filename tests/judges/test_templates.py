@@ -170,7 +170,7 @@ def _values_for(template: PromptTemplate, name: str, i: int) -> object:
 
 
 @pytest.mark.parametrize("ref", available_templates())
-@pytest.mark.parametrize("code", ["c0de", None])
+@pytest.mark.parametrize("code", ["c0de", None, ""])
 @pytest.mark.parametrize("split", ["untrusted", "question", "k", "all", "mixed"])
 def test_render_many_equals_render_for_every_template_and_row_shape(
     ref: str, code: str | None, split: str
@@ -206,7 +206,7 @@ def test_render_many_fills_a_system_message_that_names_a_row_value(system: str) 
     assert template.render_many(None, rows, y="why") == one_by_one
 
 
-def test_render_many_raises_for_a_bad_value_in_a_later_row() -> None:
+def test_render_many_raises_for_a_bad_value_in_a_later_row_as_render_does() -> None:
     template = load_template("pairwise@2")
     rows: list[dict[str, object]] = [
         {"response_a": "4", "response_b": "5"},
@@ -214,6 +214,14 @@ def test_render_many_raises_for_a_bad_value_in_a_later_row() -> None:
     ]
     with pytest.raises(TemplateError, match="response_b"):
         template.render_many("c0de", rows, question="2+2?")
+    # Two bad values, one of them overriding a shared value: the one render() names.
+    shared: dict[str, object] = {"question": "q", "response_b": "x"}
+    bad = {"response_a": 1.5, "response_b": 2.5}
+    with pytest.raises(TemplateError) as one:
+        template.render("c0de", **{**shared, **bad})
+    with pytest.raises(TemplateError) as many:
+        template.render_many("c0de", [rows[0], bad], **shared)
+    assert str(many.value) == str(one.value)
 
 
 @pytest.mark.parametrize("ref", available_templates())

@@ -62,7 +62,7 @@ class CachedJudge:
         self._metrics = metrics
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._cache_reachable = True
-        self._frames: dict[tuple[object, ...], _KeyFrame] = {}
+        self._frames: dict[bytes, _KeyFrame] = {}
 
     def key(self, op: str, request: ChoiceRequest | GenerateRequest) -> str:
         """The cache key of one request: ``judge:`` and the SHA-256 of the sorted JSON of
@@ -73,20 +73,19 @@ class CachedJudge:
         """:meth:`key` for every request of one batch: what the backend contributes is read
         and hashed once, and each request adds only its own fields (issue 19)."""
         info = self.backend.info
-        scoring = {k: info.details.get(k) for k in _SCORING_DETAILS}
-        signature = (op, info.name, info.model_id, tuple(scoring.items()))
-        frame = self._frames.get(signature)
+        payload = {
+            "backend": info.name,
+            "model": info.model_id,
+            "scoring": {k: info.details.get(k) for k in _SCORING_DETAILS},
+            "op": op,
+            "request": _SPLICE,
+        }
+        text = key_text(payload)  # what the frame stands for, byte for byte
+        frame = self._frames.get(text)
         if frame is None:
             if len(self._frames) >= _MAX_FRAMES:
                 self._frames.clear()
-            payload = {
-                "backend": info.name,
-                "model": info.model_id,
-                "scoring": scoring,
-                "op": op,
-                "request": _SPLICE,
-            }
-            frame = self._frames[signature] = _KeyFrame.of(payload)
+            frame = self._frames[text] = _KeyFrame.of(text, payload)
         return frame.key
 
     async def score_choices(
@@ -234,8 +233,8 @@ class _KeyFrame:
     whole: dict[str, Any] | None  # the payload, when the splice mark cannot be found once
 
     @classmethod
-    def of(cls, payload: dict[str, Any]) -> _KeyFrame:
-        text = key_text(payload)
+    def of(cls, text: bytes, payload: dict[str, Any]) -> _KeyFrame:
+        """The frame of ``payload``, whose key text is ``text``."""
         mark = json.dumps(_SPLICE).encode()
         if text.count(mark) != 1:  # a name or scoring detail that is the mark itself
             return cls(hashlib.sha256(), b"", payload)

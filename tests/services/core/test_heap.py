@@ -4,6 +4,7 @@ processes (this test suite among them) keep every object collectable."""
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +54,8 @@ def test_a_serving_process_still_frees_cycles_with_no_explicit_collection() -> N
     """The raised thresholds (fewer collections while requests hold many young objects)
     still let the collector run on its own."""
     freeze_startup_objects("test")
-    assert gc.get_threshold() == SERVING_THRESHOLDS
+    if sys.version_info < (3, 14):  # left at the incremental collector's defaults there
+        assert gc.get_threshold() == SERVING_THRESHOLDS
     cycle = _Node()
     cycle_ref = weakref.ref(cycle)
     del cycle

@@ -65,7 +65,7 @@ def test_keys_are_the_ones_earlier_releases_computed() -> None:
 class _Served(ScriptedBackend):
     """A backend whose info can change between calls (a server found to score otherwise)."""
 
-    def __init__(self, model_id: str, details: dict[str, str]) -> None:
+    def __init__(self, model_id: str, details: dict[str, Any]) -> None:
         super().__init__()
         self.model = model_id
         self.details = details
@@ -109,6 +109,13 @@ def test_a_change_of_scoring_between_batches_changes_the_key() -> None:
     assert after != before and after == _asdict_key(judge, "choices", request)
     backend.model = "another-judge"
     assert judge.key("choices", request) == _asdict_key(judge, "choices", request) != after
+    # Details equal in Python but written differently in JSON give different keys.
+    keys = set()
+    for value in (True, 1, 1.0, None, ["a"]):
+        backend.details = {"compat": value}
+        keys.add(judge.key("choices", request))
+        assert judge.key("choices", request) == _asdict_key(judge, "choices", request)
+    assert len(keys) == 5
 
 
 def test_stored_results_come_back_equal() -> None:
