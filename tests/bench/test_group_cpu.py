@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bench.bench_group_cpu import _Served, group_rows, multiline, read_reply, reply_body
+from bench.bench_group_cpu import (
+    _Served,
+    group_keys,
+    group_rows,
+    multiline,
+    read_reply,
+    reply_body,
+)
 from judges.templates import load_template
 from services.core.cache import MemoryCache
 from services.core.models.cached_judge import CachedJudge
@@ -23,7 +30,8 @@ def test_the_keys_it_times_are_the_served_judges_keys_one_per_prompt() -> None:
     question, rows = group_rows(5)
     prompts = load_template("pairwise").render_many(None, rows, question=question)
     keys = CachedJudge(_Served(), MemoryCache())  # type: ignore[arg-type]
-    assert len({keys.key("choices", p) for p in prompts}) == 56
+    timed = group_keys(keys, prompts)
+    assert timed == [keys.key("choices", p) for p in prompts] and len(set(timed)) == 56
 
 
 def test_its_long_completions_are_40_lines_each_in_every_slot() -> None:
