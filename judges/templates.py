@@ -171,42 +171,19 @@ class PromptTemplate:
             out += [self._render(fence_code, {**shared, **row}, memo) for row in rows[1:]]
             return out
         # Every row fills the same slots (a tournament's two responses): what the shared
-        # values make (their fencing, the code, the letters, the system message) is reused,
-        # and only each row's own values are fenced and filled in (issue 19).
-        system, user = _compiled(self.system), _compiled(self.user)
-        same_system = not keys & set(system.names)
-        system_text = system.substitute(first)
-        trust = {key: ("u:" if key in self.untrusted else "t:") + code for key in keys}
+        # values make (their fencing, the code, the letters) is reused, and only each row's
+        # own values are fenced (issue 19).
         for row in rows[1:]:
             # Another key set, or a value that is not text (converted, or refused with the
             # error render() gives): rendered whole.
             if row.keys() != keys or not all(type(value) is str for value in row.values()):
                 out.append(self._render(fence_code, {**shared, **row}, memo))
                 continue
-            values = dict(first)
-            for key, text in row.items():
-                if self.boundary:
-                    slot = (trust[key], text)
-                    done = memo.get(slot)
-                    if done is None:
-                        done = memo[slot] = neutralise(
-                            text, self.fences, code, untrusted=key in self.untrusted
-                        )
-                    values[key] = done
-                else:
-                    values[key] = self._defuse(text)
-            content = user.substitute(values)
-            messages: tuple[ChatMessage, ...]
-            if self.system:
-                if not same_system:
-                    system_text = system.substitute(values)
-                messages = (
-                    {"role": "system", "content": system_text},
-                    {"role": "user", "content": content},
-                )
+            if self.boundary:
+                own = self._fenced(row, code, memo)
             else:
-                messages = ({"role": "user", "content": content},)
-            out.append(self._prompt(candidates, code, values, messages))
+                own = {key: self._defuse(text) for key, text in row.items()}
+            out.append(self._prompt(candidates, code, {**first, **own}))
         return out
 
     def _rows_only_fill(self, keys: Any, fence_code: str | None) -> bool:
@@ -255,14 +232,10 @@ class PromptTemplate:
         return candidates, code, text_values
 
     def _prompt(
-        self,
-        candidates: tuple[str, ...],
-        code: str,
-        text_values: Mapping[str, str],
-        messages: tuple[ChatMessage, ...] | None = None,
+        self, candidates: tuple[str, ...], code: str, text_values: Mapping[str, str]
     ) -> RenderedPrompt:
         return RenderedPrompt(
-            messages if messages is not None else self._messages(text_values),
+            self._messages(text_values),
             candidates,
             self.assistant_prefix,
             template=self.ref,
@@ -422,19 +395,18 @@ def _variables(
 
 @dataclass(frozen=True)
 class _Compiled:
-    """A ``$placeholder`` text split once into its literal runs and placeholder names.
+    """A ``$placeholder`` text parsed once into its placeholder names and a ``%`` format.
 
-    Filling it is one ``%`` format of the runs and values: :meth:`string.Template.substitute`
+    Filling it is one ``%`` format: :meth:`string.Template.substitute`
     scans the whole text with a regular expression on every call, 7% of a G=8 group's CPU in
     the overhead bench (56 prompts of about 1.2 KB, issue 19). Same syntax and result:
     ``$name``, ``${name}``, ``$$`` for a dollar sign.
     """
 
-    literals: tuple[str, ...]  # one more than names: text before, between and after them
     names: tuple[str, ...]
-    # The same as a printf-style format ("%(name)s" per placeholder, "%" doubled), which
+    # The text as a printf-style format ("%(name)s" per placeholder, "%" doubled), which
     # fills every placeholder in one C-level call.
-    printf: str = ""
+    printf: str
 
     @classmethod
     def parse(cls, text: str) -> _Compiled:
@@ -459,7 +431,7 @@ class _Compiled:
         printf = escaped[0] + "".join(
             f"%({name})s{literal}" for name, literal in zip(names, escaped[1:], strict=True)
         )
-        return cls(tuple(literals), tuple(names), printf)
+        return cls(tuple(names), printf)
 
     def substitute(self, values: Mapping[str, str]) -> str:
         """The text with each placeholder's value (``KeyError`` for a missing one)."""
